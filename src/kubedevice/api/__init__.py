@@ -1,0 +1,1 @@
+"""Wire contracts only: the .proto sources, the modules generated from them, and the constants."""
