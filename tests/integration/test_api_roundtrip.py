@@ -38,7 +38,9 @@ REGISTER = dp.RegisterRequest(
 )
 TOPOLOGY = pr.TopologyInfo(nodes=[pr.NUMANode(ID=1)])
 MEMORY = pr.ContainerMemory(memory_type="memory", size=2**40, topology=TOPOLOGY)
-CONTAINER_DEVICES = pr.ContainerDevices(resource_name="example.com/fake", device_ids=["dev-0"], topology=TOPOLOGY)
+CONTAINER_DEVICES = pr.ContainerDevices(
+    resource_name="example.com/fake", device_ids=["dev-0"], topology=TOPOLOGY
+)
 POD = pr.PodResources(
     name="pod",
     namespace="ns",
@@ -83,7 +85,9 @@ class Plugin(dp_grpc.DevicePluginServicer):
     async def GetDevicePluginOptions(self, request: dp.Empty, context: object) -> dp.DevicePluginOptions:  # type: ignore[override]
         return OPTIONS
 
-    async def ListAndWatch(self, request: dp.Empty, context: object) -> AsyncIterator[dp.ListAndWatchResponse]:  # type: ignore[override]
+    async def ListAndWatch(
+        self, request: dp.Empty, context: object
+    ) -> AsyncIterator[dp.ListAndWatchResponse]:  # type: ignore[override]
         yield DEVICES
         yield dp.ListAndWatchResponse(devices=[DEVICES.devices[0]])
 
@@ -95,7 +99,9 @@ class Plugin(dp_grpc.DevicePluginServicer):
             d for d in creq.available_deviceIDs if d not in creq.must_include_deviceIDs
         ]
         return dp.PreferredAllocationResponse(
-            container_responses=[dp.ContainerPreferredAllocationResponse(deviceIDs=chosen[: creq.allocation_size])]
+            container_responses=[
+                dp.ContainerPreferredAllocationResponse(deviceIDs=chosen[: creq.allocation_size])
+            ]
         )
 
     async def Allocate(self, request: dp.AllocateRequest, context: object) -> dp.AllocateResponse:  # type: ignore[override]
@@ -115,7 +121,10 @@ class Watcher(reg_grpc.RegistrationServicer):
 
     async def GetInfo(self, request: reg.InfoRequest, context: object) -> reg.PluginInfo:  # type: ignore[override]
         return reg.PluginInfo(
-            type="DevicePlugin", name="example.com/fake", endpoint="/x/fake.sock", supported_versions=["v1beta1"]
+            type="DevicePlugin",
+            name="example.com/fake",
+            endpoint="/x/fake.sock",
+            supported_versions=["v1beta1"],
         )
 
     async def NotifyRegistrationStatus(  # type: ignore[override]
@@ -134,16 +143,21 @@ class Lister(pr_grpc.PodResourcesListerServicer):
     ) -> pr.AllocatableResourcesResponse:
         return pr.AllocatableResourcesResponse(devices=[CONTAINER_DEVICES], cpu_ids=[0, 1], memory=[MEMORY])
 
-    async def Get(self, request: pr.GetPodResourcesRequest, context: grpc.aio.ServicerContext) -> pr.GetPodResourcesResponse:  # type: ignore[override]
+    async def Get(
+        self, request: pr.GetPodResourcesRequest, context: grpc.aio.ServicerContext
+    ) -> pr.GetPodResourcesResponse:  # type: ignore[override]
         if (request.pod_name, request.pod_namespace) != ("pod", "ns"):
             await context.abort(
-                grpc.StatusCode.NOT_FOUND, f"pod {request.pod_name} in namespace {request.pod_namespace} not found"
+                grpc.StatusCode.NOT_FOUND,
+                f"pod {request.pod_name} in namespace {request.pod_namespace} not found",
             )
         return pr.GetPodResourcesResponse(pod_resources=POD)
 
 
 @pytest.fixture
-async def server_and_channel(tmp_path: Path) -> AsyncIterator[tuple[grpc.aio.Server, grpc.aio.Channel, dict[str, object]]]:
+async def server_and_channel(
+    tmp_path: Path,
+) -> AsyncIterator[tuple[grpc.aio.Server, grpc.aio.Channel, dict[str, object]]]:
     socket = tmp_path / "api.sock"
     server = grpc.aio.server()
     servicers: dict[str, object] = {"kubelet": Kubelet(), "watcher": Watcher()}
@@ -161,7 +175,9 @@ async def server_and_channel(tmp_path: Path) -> AsyncIterator[tuple[grpc.aio.Ser
         await server.stop(None)
 
 
-async def test_device_plugin_api_round_trip(server_and_channel: tuple[grpc.aio.Server, grpc.aio.Channel, dict[str, object]]) -> None:
+async def test_device_plugin_api_round_trip(
+    server_and_channel: tuple[grpc.aio.Server, grpc.aio.Channel, dict[str, object]],
+) -> None:
     _, channel, servicers = server_and_channel
     await dp_grpc.RegistrationStub(channel).Register(REGISTER)
     kubelet = servicers["kubelet"]
@@ -190,7 +206,9 @@ async def test_device_plugin_api_round_trip(server_and_channel: tuple[grpc.aio.S
     await plugin.PreStartContainer(dp.PreStartContainerRequest(devices_ids=["dev-0"]))
 
 
-async def test_plugin_registration_api_round_trip(server_and_channel: tuple[grpc.aio.Server, grpc.aio.Channel, dict[str, object]]) -> None:
+async def test_plugin_registration_api_round_trip(
+    server_and_channel: tuple[grpc.aio.Server, grpc.aio.Channel, dict[str, object]],
+) -> None:
     _, channel, servicers = server_and_channel
     stub = reg_grpc.RegistrationStub(channel)
     info = await stub.GetInfo(reg.InfoRequest())
@@ -207,7 +225,9 @@ async def test_plugin_registration_api_round_trip(server_and_channel: tuple[grpc
     assert watcher.statuses == [status]
 
 
-async def test_pod_resources_api_round_trip(server_and_channel: tuple[grpc.aio.Server, grpc.aio.Channel, dict[str, object]]) -> None:
+async def test_pod_resources_api_round_trip(
+    server_and_channel: tuple[grpc.aio.Server, grpc.aio.Channel, dict[str, object]],
+) -> None:
     _, channel, _ = server_and_channel
     stub = pr_grpc.PodResourcesListerStub(channel)
     listed = await stub.List(pr.ListPodResourcesRequest())

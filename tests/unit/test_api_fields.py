@@ -91,7 +91,11 @@ SPEC_FIELDS: dict[str, dict[str, tuple[int, str]]] = {
         "memory": (4, "repeated v1.ContainerMemory"),
         "dynamic_resources": (5, "repeated v1.DynamicResource"),
     },
-    "v1.ContainerMemory": {"memory_type": (1, "string"), "size": (2, "uint64"), "topology": (3, "v1.TopologyInfo")},
+    "v1.ContainerMemory": {
+        "memory_type": (1, "string"),
+        "size": (2, "uint64"),
+        "topology": (3, "v1.TopologyInfo"),
+    },
     "v1.ContainerDevices": {
         "resource_name": (1, "string"),
         "device_ids": (2, "repeated string"),
@@ -139,7 +143,11 @@ SPEC_SERVICES: dict[str, dict[str, tuple[str, str, bool]]] = {
     },
     "v1.PodResourcesLister": {
         "List": ("v1.ListPodResourcesRequest", "v1.ListPodResourcesResponse", False),
-        "GetAllocatableResources": ("v1.AllocatableResourcesRequest", "v1.AllocatableResourcesResponse", False),
+        "GetAllocatableResources": (
+            "v1.AllocatableResourcesRequest",
+            "v1.AllocatableResourcesResponse",
+            False,
+        ),
         "Get": ("v1.GetPodResourcesRequest", "v1.GetPodResourcesResponse", False),
     },
 }
