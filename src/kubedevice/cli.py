@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from kubedevice import __version__
+from kubedevice.checkpoint_cli import app as checkpoint_app
 
 app = typer.Typer(
     name="kubedevice",
@@ -13,6 +14,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.add_typer(checkpoint_app, name="checkpoint")
 
 
 def _print_version(value: bool) -> None:

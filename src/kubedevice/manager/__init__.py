@@ -1,0 +1,1 @@
+"""The node side: the device manager and its parts."""
