@@ -1,0 +1,93 @@
+"""`DevicePlugin`: the one class a plugin author subclasses.
+
+An author states the resource name, where the devices come from, and what a container gets for
+them. Everything else (sockets, registration, re-registration after a kubelet restart, streaming,
+validation of the kubelet's requests) is the server's job.
+
+Devices come from one of two sources; override exactly one:
+
+* `devices()`: a coroutine returning the full current list; the SDK polls it every
+  `poll_interval` seconds and streams only real changes;
+* `watch_devices()`: an async iterator yielding the full list whenever it changes, for hardware
+  that can push events (netlink, vendor libraries with callbacks, a health socket).
+
+The DevicePluginOptions sent to the kubelet follow from which optional hooks are overridden, so an
+author never declares a capability separately from implementing it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import ClassVar
+
+from kubedevice.plugin.model import Allocation, Device, PluginOptions
+
+
+class DevicePlugin:
+    """Base class of a device plugin. Set `resource_name`, implement a device source and `allocate`."""
+
+    #: The extended resource the devices are advertised as, e.g. "example.com/gpu".
+    resource_name: str = ""
+    #: Seconds between two calls of `devices()` when the plugin uses the polled source.
+    poll_interval: float = 5.0
+
+    #: Hooks whose override turns on the matching DevicePluginOptions flag.
+    _OPTIONAL_HOOKS: ClassVar[dict[str, str]] = {
+        "preferred_allocation": "get_preferred_allocation_available",
+        "pre_start_container": "pre_start_required",
+    }
+
+    async def devices(self) -> Sequence[Device]:
+        """Return the full current device list (polled source)."""
+        raise NotImplementedError
+
+    async def watch_devices(self) -> AsyncIterator[Sequence[Device]]:
+        """Yield the full device list at start and again whenever it changes (pushed source).
+
+        The default turns the polled `devices()` into this shape, yielding only when the list differs
+        from the previous one.
+        """
+        if not self._overrides("devices"):
+            raise NotImplementedError(
+                f"{type(self).__name__} must override devices() or watch_devices() to report its devices"
+            )
+        previous: tuple[Device, ...] | None = None
+        while True:
+            current = tuple(await self.devices())
+            if current != previous:
+                previous = current
+                yield current
+            await asyncio.sleep(self.poll_interval)
+
+    async def allocate(self, devices: Sequence[Device]) -> Allocation:
+        """Return what one container gets for `devices` (already checked to be known and healthy)."""
+        raise NotImplementedError
+
+    async def preferred_allocation(
+        self, available: Sequence[Device], must_include: Sequence[Device], size: int
+    ) -> Sequence[str]:
+        """Optional: IDs of `size` devices from `available` the plugin prefers, must_include first."""
+        raise NotImplementedError
+
+    async def pre_start_container(self, devices: Sequence[Device]) -> None:
+        """Optional: prepare `devices` (reset, warm up...) right before the container using them starts."""
+        raise NotImplementedError
+
+    def options(self) -> PluginOptions:
+        """The DevicePluginOptions to advertise; by default derived from the overridden hooks."""
+        flags = {flag: self._overrides(hook) for hook, flag in self._OPTIONAL_HOOKS.items()}
+        return PluginOptions(**flags)
+
+    def describe_source(self) -> str:
+        """Which device source this plugin uses: "watch" or "poll"; raises if it has none."""
+        if self._overrides("watch_devices"):
+            return "watch"
+        if self._overrides("devices"):
+            return "poll"
+        raise NotImplementedError(
+            f"{type(self).__name__} must override devices() or watch_devices() to report its devices"
+        )
+
+    def _overrides(self, hook: str) -> bool:
+        return getattr(type(self), hook) is not getattr(DevicePlugin, hook)

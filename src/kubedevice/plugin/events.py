@@ -1,0 +1,74 @@
+"""Lifecycle events of a running plugin: what the CLI prints, one line each, and what tests wait on."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
+
+
+class EventKind(enum.StrEnum):
+    SERVING = "serving"
+    """The DevicePlugin service answers on a new socket."""
+    REGISTERED = "registered"
+    """The first successful Register with the kubelet."""
+    KUBELET_RESTART = "kubelet-restart"
+    """kubelet.sock was created again or the plugin's own socket was deleted."""
+    REREGISTERED = "re-registered"
+    """A successful Register after the first one."""
+    REGISTER_FAILED = "register-failed"
+    """One Register attempt failed; the server retries with backoff."""
+    DEVICES = "devices"
+    """The device list changed."""
+    ALLOCATE = "allocate"
+    """Allocate answered (or refused) one container request."""
+    PRE_START = "pre-start"
+    """PreStartContainer answered."""
+    WATCHER_STATUS = "watcher-status"
+    """The kubelet's plugin watcher sent NotifyRegistrationStatus."""
+    STOPPED = "stopped"
+    """The server stopped and removed its socket."""
+
+
+@dataclass(frozen=True)
+class LifecycleEvent:
+    kind: EventKind
+    resource: str
+    fields: dict[str, str] = field(default_factory=dict)
+    time: float = field(default_factory=time.time)
+
+    def line(self) -> str:
+        """One stable, greppable line: `<kind> resource=<r> key=value ...` (values are space-free)."""
+        parts = [str(self.kind), f"resource={self.resource}"]
+        parts.extend(f"{key}={value.replace(' ', '_')}" for key, value in self.fields.items())
+        return " ".join(parts)
+
+
+EventHandler = Callable[[LifecycleEvent], None]
+
+
+class EventBus:
+    """Fans events out to handlers; a failing handler is logged, never allowed to break the server."""
+
+    def __init__(self, resource: str) -> None:
+        self._resource = resource
+        self._handlers: list[EventHandler] = []
+
+    def subscribe(self, handler: EventHandler) -> Callable[[], None]:
+        """Add a handler; return a function that removes it again."""
+        self._handlers.append(handler)
+        return lambda: self._handlers.remove(handler) if handler in self._handlers else None
+
+    def emit(self, kind: EventKind, **fields: str) -> LifecycleEvent:
+        event = LifecycleEvent(kind, self._resource, dict(fields))
+        log.debug("event %s", event.line())
+        for handler in list(self._handlers):
+            try:
+                handler(event)
+            except Exception:
+                log.exception("event handler %r failed on %s", handler, event.kind)
+        return event

@@ -1,0 +1,96 @@
+"""The plugin's current device list: fed by the author's source, watched by every ListAndWatch stream."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Sequence
+
+from kubedevice.plugin.base import DevicePlugin
+from kubedevice.plugin.model import Device
+
+log = logging.getLogger(__name__)
+
+
+class Inventory:
+    """Versioned snapshots of the device list; each change wakes every waiting stream.
+
+    Snapshots are whole lists, like ListAndWatch messages: a stream never sees a half-applied change.
+    """
+
+    def __init__(self, on_change: Callable[[tuple[Device, ...]], None] | None = None) -> None:
+        self._devices: tuple[Device, ...] = ()
+        self._by_id: dict[str, Device] = {}
+        self._version = 0
+        self._next = asyncio.Event()
+        self._on_change = on_change
+        #: Set once the source has answered (or failed) for the first time, so the first
+        #: ListAndWatch message is the real list rather than an empty placeholder.
+        self.ready = asyncio.Event()
+
+    @property
+    def devices(self) -> tuple[Device, ...]:
+        return self._devices
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def get(self, device_id: str) -> Device | None:
+        return self._by_id.get(device_id)
+
+    def update(self, devices: Iterable[Device]) -> bool:
+        """Replace the list; return whether it changed. A bad list raises ValueError and changes nothing."""
+        snapshot = tuple(devices)
+        by_id: dict[str, Device] = {}
+        for device in snapshot:
+            if not isinstance(device, Device):
+                raise ValueError(f"device source yielded {type(device).__name__}, expected Device")
+            if device.id in by_id:
+                raise ValueError(f"device source yielded device ID {device.id!r} twice")
+            by_id[device.id] = device
+        self.ready.set()
+        if snapshot == self._devices:
+            return False
+        self._devices, self._by_id = snapshot, by_id
+        self._version += 1
+        woken, self._next = self._next, asyncio.Event()
+        woken.set()
+        if self._on_change is not None:
+            self._on_change(snapshot)
+        return True
+
+    async def wait_newer(self, version: int) -> tuple[int, tuple[Device, ...]]:
+        """Wait until the list is newer than `version`; return the new version and list."""
+        while self._version <= version:
+            await self._next.wait()
+        return self._version, self._devices
+
+    async def follow(self, plugin: DevicePlugin, retry_interval: float) -> None:
+        """Feed the inventory from the plugin's device source until cancelled.
+
+        A failing source is logged and restarted after `retry_interval`; the last good list stays
+        in force meanwhile, so a flaky health probe does not make every device vanish.
+        """
+        while True:
+            try:
+                async for devices in plugin.watch_devices():
+                    self._apply(devices)
+                log.warning("device source of %s ended; restarting it", plugin.resource_name)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.error("device source of %s failed: %s", plugin.resource_name, _describe(exc))
+            self.ready.set()
+            await asyncio.sleep(retry_interval)
+
+    def _apply(self, devices: Sequence[Device]) -> None:
+        try:
+            self.update(devices)
+        except ValueError as exc:
+            log.error("ignoring device list: %s", exc)
+            self.ready.set()
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

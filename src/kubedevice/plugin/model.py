@@ -1,0 +1,100 @@
+"""The plain data a plugin author deals in: devices and what a container gets for them.
+
+These are deliberately not protobuf messages: an author should never need the wire types.
+The conversion to the wire lives in `wire.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+_PERMISSION_LETTERS = frozenset("rwm")
+
+
+@dataclass(frozen=True)
+class Device:
+    """One schedulable unit of the resource, as the kubelet sees it in ListAndWatch.
+
+    `numa_nodes` is the device's NUMA affinity; empty means "no topology" (the kubelet then
+    treats it as aligned with nothing in particular).
+    """
+
+    id: str
+    healthy: bool = True
+    numa_nodes: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise ValueError(f"device ID must be a non-empty string, got {self.id!r}")
+        if any(ch.isspace() or ch == "," for ch in self.id):
+            raise ValueError(f"device ID {self.id!r} must not contain whitespace or commas")
+        # Accept any iterable of ints from authors, but store a tuple so devices stay hashable.
+        nodes = tuple(self.numa_nodes)
+        for node in nodes:
+            if not isinstance(node, int) or isinstance(node, bool) or node < 0:
+                raise ValueError(f"device {self.id!r}: NUMA node must be a non-negative int, got {node!r}")
+        object.__setattr__(self, "numa_nodes", nodes)
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host path bind-mounted into the container."""
+
+    container_path: str
+    host_path: str
+    read_only: bool = False
+
+    def __post_init__(self) -> None:
+        _require_absolute("mount container_path", self.container_path)
+        _require_absolute("mount host_path", self.host_path)
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """A device node made available in the container, with its cgroup permissions (any of r, w, m)."""
+
+    container_path: str
+    host_path: str
+    permissions: str = "rw"
+
+    def __post_init__(self) -> None:
+        _require_absolute("device container_path", self.container_path)
+        _require_absolute("device host_path", self.host_path)
+        if not self.permissions or not set(self.permissions) <= _PERMISSION_LETTERS:
+            raise ValueError(
+                f"device {self.host_path}: permissions must be a non-empty combination of r, w, m, "
+                f"got {self.permissions!r}"
+            )
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """What one container receives for the devices it was given: the kubelet's run options for it."""
+
+    envs: Mapping[str, str] = field(default_factory=dict)
+    mounts: Sequence[Mount] = ()
+    devices: Sequence[DeviceSpec] = ()
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    cdi_devices: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        for key, value in [*self.envs.items(), *self.annotations.items()]:
+            if not isinstance(key, str) or not key or not isinstance(value, str):
+                raise ValueError(f"env and annotation entries must be non-empty str keys to str, got {key!r}")
+        for name in self.cdi_devices:
+            if not isinstance(name, str) or "=" not in name or "/" not in name.split("=", 1)[0]:
+                raise ValueError(f"CDI device name must look like vendor.com/class=name, got {name!r}")
+
+
+@dataclass(frozen=True)
+class PluginOptions:
+    """What the plugin tells the kubelet in DevicePluginOptions."""
+
+    pre_start_required: bool = False
+    get_preferred_allocation_available: bool = False
+
+
+def _require_absolute(what: str, path: str) -> None:
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise ValueError(f"{what} must be an absolute path, got {path!r}")

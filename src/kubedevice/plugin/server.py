@@ -1,0 +1,384 @@
+"""`PluginServer` and `serve()`: run a DevicePlugin beside a kubelet for as long as the process lives.
+
+The walk, in the kubelet's order (SPEC §2.1, §8.1):
+1. follow the author's device source until the first list is known;
+2. wait for kubelet.sock; serve v1beta1.DevicePlugin on a fresh socket and dial it ourselves
+   (the kubelet dials it *inside* Register, so it must already answer);
+3. Register, retrying with capped exponential backoff;
+4. watch the directory: kubelet.sock re-created, or our socket deleted, means the kubelet restarted;
+   serve on a new socket and register again — once per restart, however many signs it gave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import grpc
+
+from kubedevice.api.constants import DEVICE_PLUGIN_PATH, DIAL_TIMEOUT_S, PLUGINS_REGISTRY_PATH, VERSION
+from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
+from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
+from kubedevice.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from kubedevice.plugin.base import DevicePlugin
+from kubedevice.plugin.errors import ConfigError
+from kubedevice.plugin.events import EventBus, EventHandler, EventKind
+from kubedevice.plugin.inventory import Inventory
+from kubedevice.plugin.metrics import PluginMetrics
+from kubedevice.plugin.model import Device
+from kubedevice.plugin.naming import check_resource_name, check_socket_path, socket_stem
+from kubedevice.plugin.service import DevicePluginService, WatcherRegistrationService
+from kubedevice.plugin.watcher import KubeletWatcher, SocketIdentity
+from kubedevice.plugin.wire import options_to_wire
+
+log = logging.getLogger(__name__)
+
+#: The kubelet's device plugin directory, without the trailing slash.
+DEFAULT_PLUGIN_DIR = DEVICE_PLUGIN_PATH.rstrip("/")
+#: The plugin watcher's directory (probe mode), without the trailing slash.
+DEFAULT_REGISTRY_DIR = PLUGINS_REGISTRY_PATH.rstrip("/")
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Delays between Register attempts: initial, doubling, capped."""
+
+    initial: float = 0.1
+    cap: float = 5.0
+    factor: float = 2.0
+
+    def delays(self) -> Iterator[float]:
+        """initial, initial*factor, ... up to cap, then cap forever."""
+        delay = self.initial
+        while True:
+            yield min(delay, self.cap)
+            delay *= self.factor
+
+
+@dataclass
+class _Endpoint:
+    """One gRPC server on one socket, with the service whose streams must end before it stops."""
+
+    path: str
+    server: grpc.aio.Server
+    service: DevicePluginService
+
+
+class PluginServer:
+    """Serves one DevicePlugin and keeps it registered with the kubelet.
+
+    Use as `async with PluginServer(plugin, dir) as server: ...` or `await server.run()` (until
+    `stop()` or, with `handle_signals`, SIGTERM/SIGINT; SIGHUP forces a re-registration).
+    """
+
+    def __init__(
+        self,
+        plugin: DevicePlugin,
+        plugin_dir: str = DEFAULT_PLUGIN_DIR,
+        *,
+        use_inotify: bool = True,
+        poll_interval: float = 0.5,
+        debounce: float = 0.05,
+        backoff: Backoff = Backoff(),
+        register_timeout: float = DIAL_TIMEOUT_S + 5.0,
+        plugin_watcher: bool = False,
+        registry_dir: str = DEFAULT_REGISTRY_DIR,
+        metrics: PluginMetrics | None = None,
+        metrics_port: int | None = None,
+        handle_signals: bool = False,
+        on_event: EventHandler | None = None,
+    ) -> None:
+        self.plugin = plugin
+        self.resource = check_resource_name(plugin.resource_name)
+        try:
+            self.source = plugin.describe_source()
+        except NotImplementedError as exc:
+            raise ConfigError(str(exc)) from exc
+        self.plugin_watcher = plugin_watcher
+        self.plugin_dir = os.path.abspath(registry_dir if plugin_watcher else plugin_dir)
+        self._stem = socket_stem(self.resource)
+        # Fail now, naming the path, rather than at bind time deep inside a retry loop.
+        check_socket_path(os.path.join(self.plugin_dir, f"{self._stem}-{os.getpid()}-000.sock"))
+        self._debounce = debounce
+        self._backoff = backoff
+        self._register_timeout = register_timeout
+        self._metrics_port = metrics_port
+        self._handle_signals = handle_signals
+        self.events = EventBus(self.resource)
+        if on_event is not None:
+            self.events.subscribe(on_event)
+        self.metrics = metrics if metrics is not None else PluginMetrics(self.resource)
+        self.inventory = Inventory(on_change=self._devices_changed)
+        self.watcher = KubeletWatcher(
+            self.plugin_dir, lambda: self.socket_path, use_inotify=use_inotify, poll_interval=poll_interval
+        )
+        self.watcher_service = WatcherRegistrationService(
+            self.resource, lambda: self.socket_path or "", self.events
+        )
+        self._endpoint: _Endpoint | None = None
+        self._retired: list[_Endpoint] = []
+        self._sequence = itertools.count()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stop_requested = asyncio.Event()
+        self._force = False
+        self._started = False
+        self._stopped = False
+        self.registrations = 0
+        self.metrics_http_port: int | None = None
+
+    # ---- public facade -------------------------------------------------------------------------
+
+    @property
+    def socket_path(self) -> str | None:
+        """Absolute path of the socket currently serving the DevicePlugin service, if any."""
+        return self._endpoint.path if self._endpoint is not None else None
+
+    async def start(self) -> None:
+        if self._started:
+            raise RuntimeError("PluginServer already started")
+        self._started = True
+        try:
+            os.makedirs(self.plugin_dir, mode=0o750, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create plugin directory {self.plugin_dir}: {exc.strerror}") from exc
+        if not os.access(self.plugin_dir, os.W_OK | os.X_OK):
+            raise ConfigError(f"plugin directory {self.plugin_dir} is not writable")
+        if self._metrics_port is not None:
+            self.metrics_http_port = self.metrics.serve_http(self._metrics_port)
+            log.info("metrics of %s on port %d", self.resource, self.metrics_http_port)
+        loop = asyncio.get_running_loop()
+        retry = getattr(self.plugin, "poll_interval", 5.0)
+        self._tasks.append(loop.create_task(self.inventory.follow(self.plugin, retry), name="device-source"))
+        self.watcher.start()
+        lifecycle = self._watcher_mode_lifecycle() if self.plugin_watcher else self._kubelet_lifecycle()
+        self._tasks.append(loop.create_task(lifecycle, name="plugin-lifecycle"))
+        if self._handle_signals:
+            loop.add_signal_handler(signal.SIGTERM, self._stop_requested.set)
+            loop.add_signal_handler(signal.SIGINT, self._stop_requested.set)
+            loop.add_signal_handler(signal.SIGHUP, self.request_reregistration)
+
+    async def run(self) -> None:
+        """Start, serve until `stop()` is called or a stop signal arrives, then stop cleanly."""
+        if not self._started:
+            await self.start()
+        try:
+            lifecycle = self._tasks[-1]
+            stop = asyncio.ensure_future(self._stop_requested.wait())
+            await asyncio.wait({lifecycle, stop}, return_when=asyncio.FIRST_COMPLETED)
+            stop.cancel()
+            if lifecycle.done() and not lifecycle.cancelled() and lifecycle.exception() is not None:
+                raise lifecycle.exception()  # type: ignore[misc]
+        finally:
+            await self.stop()
+
+    def request_stop(self) -> None:
+        self._stop_requested.set()
+
+    def request_reregistration(self) -> None:
+        """Serve on a new socket and register again, as after a kubelet restart (what SIGHUP does)."""
+        log.info("re-registration of %s requested", self.resource)
+        self._force = True
+        self.watcher.changed.set()
+
+    async def stop(self) -> None:
+        """Stop streams and servers, remove our sockets. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stop_requested.set()
+        if self._handle_signals:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                loop.remove_signal_handler(sig)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self.watcher.stop()
+        endpoints = [*self._retired, *([self._endpoint] if self._endpoint else [])]
+        self._retired, self._endpoint = [], None
+        for endpoint in endpoints:
+            await self._close_endpoint(endpoint)
+        await self.metrics.close()
+        self.events.emit(EventKind.STOPPED)
+
+    async def __aenter__(self) -> PluginServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    # ---- kubelet.sock registration --------------------------------------------------------------
+
+    async def _kubelet_lifecycle(self) -> None:
+        await self.inventory.ready.wait()
+        registered_with: SocketIdentity | None = None
+        restart_noticed = False
+        while True:
+            self.watcher.changed.clear()
+            state = self.watcher.state()
+            moved = registered_with is not None and (
+                state.kubelet != registered_with or not state.own_socket_present
+            )
+            if moved and not restart_noticed and not self._force:
+                restart_noticed = True
+                self.metrics.count_kubelet_restart()
+                why = "own-socket-deleted" if not state.own_socket_present else "kubelet.sock-created"
+                log.info("kubelet restart detected for %s (%s)", self.resource, why)
+                self.events.emit(EventKind.KUBELET_RESTART, reason=why)
+            needed = registered_with is None or restart_noticed or self._force
+            if needed and state.kubelet is not None:
+                self._force = False
+                registered_with = await self._register_with_retry()
+                restart_noticed = False
+                continue
+            await self.watcher.changed.wait()
+            # A restart shows several signs in a burst (sockets deleted, kubelet.sock created):
+            # look once the burst has settled.
+            await asyncio.sleep(self._debounce)
+
+    async def _register_with_retry(self) -> SocketIdentity:
+        """Serve on a fresh socket and Register until it succeeds; return the kubelet.sock registered with."""
+        await self._serve_new_endpoint()
+        delays = iter(self._backoff.delays())
+        attempt = 0
+        while True:
+            attempt += 1
+            self.watcher.changed.clear()
+            state = self.watcher.state()
+            if state.kubelet is not None:
+                if not state.own_socket_present:
+                    await self._serve_new_endpoint()
+                try:
+                    await self._register_once()
+                except grpc.aio.AioRpcError as exc:
+                    self._registration_failed(exc, attempt)
+                else:
+                    await self._retire_old_endpoints()
+                    return state.kubelet
+            # Wake early when kubelet.sock appears: right after a restart that is the moment it can answer.
+            delay = next(delays)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.watcher.changed.wait(), delay)
+
+    async def _register_once(self) -> None:
+        assert self._endpoint is not None
+        request = dp.RegisterRequest(
+            version=VERSION,
+            endpoint=os.path.basename(self._endpoint.path),
+            resource_name=self.resource,
+            options=options_to_wire(self.plugin.options()),
+        )
+        async with grpc.aio.insecure_channel(f"unix://{self.watcher.kubelet_socket}") as channel:
+            await dp_grpc.RegistrationStub(channel).Register(request, timeout=self._register_timeout)
+        self.metrics.count_registration(ok=True)
+        self.registrations += 1
+        kind = EventKind.REGISTERED if self.registrations == 1 else EventKind.REREGISTERED
+        endpoint = os.path.basename(self._endpoint.path)
+        log.info("%s %s with endpoint %s", kind, self.resource, endpoint)
+        self.events.emit(kind, endpoint=endpoint, count=str(self.registrations))
+
+    def _registration_failed(self, exc: grpc.aio.AioRpcError, attempt: int) -> None:
+        self.metrics.count_registration(ok=False)
+        message = exc.details() or str(exc.code())
+        # A kubelet that is (re)starting refuses connections or closes the transport: expected, not an error.
+        transient = exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+        log.log(
+            logging.INFO if transient else logging.ERROR,
+            "Register of %s failed (attempt %d, %s): %s",
+            self.resource,
+            attempt,
+            exc.code().name,
+            message,
+        )
+        self.events.emit(EventKind.REGISTER_FAILED, code=exc.code().name, attempt=str(attempt))
+
+    # ---- plugin-watcher (probe mode) ------------------------------------------------------------
+
+    async def _watcher_mode_lifecycle(self) -> None:
+        # The kubelet's plugin watcher finds the socket itself and rescans on its own restart;
+        # all we must do is keep a live socket in the registry directory.
+        await self.inventory.ready.wait()
+        await self._serve_new_endpoint()
+        while True:
+            self.watcher.changed.clear()
+            if self._force or not self.watcher.state().own_socket_present:
+                self._force = False
+                await self._serve_new_endpoint()
+                await self._retire_old_endpoints()
+                continue
+            await self.watcher.changed.wait()
+            await asyncio.sleep(self._debounce)
+
+    # ---- sockets --------------------------------------------------------------------------------
+
+    def _next_socket_path(self) -> str:
+        while True:
+            path = os.path.join(self.plugin_dir, f"{self._stem}-{os.getpid()}-{next(self._sequence)}.sock")
+            # A stale file from an earlier process with our pid (pid 1 in a container) is skipped,
+            # not reused: the kubelet tells endpoints apart by socket path.
+            if not os.path.lexists(path):
+                return check_socket_path(path)
+
+    async def _serve_new_endpoint(self) -> None:
+        path = self._next_socket_path()
+        service = DevicePluginService(self.plugin, self.inventory, self.events, self.metrics)
+        server = grpc.aio.server()
+        dp_grpc.add_DevicePluginServicer_to_server(service, server)
+        if self.plugin_watcher:
+            reg_grpc.add_RegistrationServicer_to_server(self.watcher_service, server)
+        try:
+            server.add_insecure_port(f"unix://{path}")
+        except RuntimeError as exc:
+            raise ConfigError(f"cannot bind {path}: {exc}") from exc
+        await server.start()
+        endpoint = _Endpoint(path, server, service)
+        try:
+            await self._check_answers(path)
+        except grpc.aio.AioRpcError as exc:
+            await self._close_endpoint(endpoint)
+            raise ConfigError(f"own socket {path} does not answer: {exc.details()}") from exc
+        if self._endpoint is not None:
+            self._retired.append(self._endpoint)
+        self._endpoint = endpoint
+        self.events.emit(EventKind.SERVING, endpoint=path)
+
+    async def _check_answers(self, path: str) -> None:
+        async with grpc.aio.insecure_channel(f"unix://{path}") as channel:
+            await dp_grpc.DevicePluginStub(channel).GetDevicePluginOptions(
+                dp.Empty(), timeout=DIAL_TIMEOUT_S, wait_for_ready=True
+            )
+
+    async def _retire_old_endpoints(self) -> None:
+        retired, self._retired = self._retired, []
+        for endpoint in retired:
+            await self._close_endpoint(endpoint)
+
+    async def _close_endpoint(self, endpoint: _Endpoint) -> None:
+        endpoint.service.close()
+        await endpoint.server.stop(grace=1.0)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(endpoint.path)
+
+    def _devices_changed(self, devices: tuple[Device, ...]) -> None:
+        self.metrics.observe_devices(devices)
+        healthy = sum(1 for d in devices if d.healthy)
+        self.events.emit(EventKind.DEVICES, healthy=str(healthy), unhealthy=str(len(devices) - healthy))
+
+
+def serve(plugin: DevicePlugin, plugin_dir: str = DEFAULT_PLUGIN_DIR, **options: object) -> None:
+    """Run `plugin` until SIGTERM or SIGINT (blocking). Options are PluginServer's keyword arguments."""
+
+    async def main() -> None:
+        server = PluginServer(plugin, plugin_dir, handle_signals=True, **options)  # type: ignore[arg-type]
+        await server.run()
+
+    asyncio.run(main())
