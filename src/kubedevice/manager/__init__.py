@@ -1,1 +1,44 @@
-"""The node side: the device manager and its parts."""
+"""The node side: a device manager that does what the kubelet's does, and its parts.
+
+Public API: :class:`DeviceManager` and the plain data it takes and returns.
+"""
+
+from kubedevice.manager.errors import (
+    AdmissionError,
+    DeviceManagerError,
+    PluginCallError,
+    RegistrationError,
+    RunOptionsError,
+)
+from kubedevice.manager.manager import ActivePods, AffinityProvider, DeviceManager
+from kubedevice.manager.registration import is_extended_resource_name
+from kubedevice.manager.types import (
+    Change,
+    Container,
+    DeviceInfo,
+    MountInfo,
+    Pod,
+    ResourceStatus,
+    RunContainerOptions,
+    TopologyHint,
+)
+
+__all__ = [
+    "ActivePods",
+    "AdmissionError",
+    "AffinityProvider",
+    "Change",
+    "Container",
+    "DeviceInfo",
+    "DeviceManager",
+    "DeviceManagerError",
+    "MountInfo",
+    "PluginCallError",
+    "Pod",
+    "RegistrationError",
+    "ResourceStatus",
+    "RunContainerOptions",
+    "RunOptionsError",
+    "TopologyHint",
+    "is_extended_resource_name",
+]

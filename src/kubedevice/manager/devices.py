@@ -1,0 +1,142 @@
+"""Per-resource device bookkeeping: the last ListAndWatch snapshot as healthy / unhealthy sets and topology.
+
+A snapshot replaces everything the resource had (SPEC §3.2). Only the exact string "Healthy" is healthy.
+Applying a snapshot touches each device once and keeps no per-device objects beyond the ID strings, their
+health class and the NUMA nodes of devices that report any, so 10^6 devices stay cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from kubedevice.api.constants import HEALTHY, UNHEALTHY
+from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
+
+#: The NUMA key under which a device without topology is recorded (the kubelet's nodeWithoutTopology).
+NO_TOPOLOGY = -1
+
+
+@dataclass(slots=True)
+class SnapshotReport:
+    """What applying one snapshot found wrong in it (the plugin gets no answer; this is logged and kept)."""
+
+    duplicate_ids: list[str] = field(default_factory=list)
+    unknown_health: dict[str, str] = field(default_factory=dict)
+
+    def warning(self, resource_name: str) -> str | None:
+        parts: list[str] = []
+        if self.duplicate_ids:
+            shown = ", ".join(repr(i) for i in self.duplicate_ids[:5])
+            more = f" and {len(self.duplicate_ids) - 5} more" if len(self.duplicate_ids) > 5 else ""
+            parts.append(
+                f"duplicate device IDs in one ListAndWatch snapshot for {resource_name}: {shown}{more}; "
+                "the last occurrence of each was kept"
+            )
+        if self.unknown_health:
+            shown = ", ".join(f"{i!r}={h!r}" for i, h in list(self.unknown_health.items())[:5])
+            more = f" and {len(self.unknown_health) - 5} more" if len(self.unknown_health) > 5 else ""
+            parts.append(
+                f"unknown health strings for {resource_name} (only {HEALTHY!r} is healthy, the rest count as "
+                f"{UNHEALTHY!r}): {shown}{more}"
+            )
+        return "; ".join(parts) or None
+
+
+@dataclass(slots=True)
+class ResourceDevices:
+    """The devices of one resource as last reported by its plugin."""
+
+    healthy: set[str] = field(default_factory=set)
+    unhealthy: set[str] = field(default_factory=set)
+    #: NUMA nodes of each device that reports at least one; devices absent here have no topology.
+    topology: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    #: IDs the last snapshot reported healthy; unlike `healthy`, a disconnect does not clear it.
+    reported_healthy: set[str] = field(default_factory=set)
+    #: False for a resource known only from the checkpoint: no snapshot has arrived yet.
+    reported: bool = False
+
+    @property
+    def has_topology(self) -> bool:
+        """The kubelet's "topology alignment": at least one device reports a NUMA node."""
+        return bool(self.topology)
+
+    def numa_nodes_of(self, device_id: str) -> tuple[int, ...]:
+        return self.topology.get(device_id, ())
+
+    def apply_snapshot(self, devices: Sequence[dp.Device]) -> SnapshotReport:
+        """Replace the state with one ListAndWatch message. Returns what was wrong with it."""
+        healthy: set[str] = set()
+        unhealthy: set[str] = set()
+        topology: dict[str, tuple[int, ...]] = {}
+        unknown: dict[str, str] = {}
+        add_healthy = healthy.add
+        add_unhealthy = unhealthy.add
+        count = 0
+        for d in devices:
+            count += 1
+            did = d.ID
+            health = d.health
+            if health == HEALTHY:
+                add_healthy(did)
+            else:
+                add_unhealthy(did)
+                if health != UNHEALTHY:
+                    unknown[did] = health
+            nodes = d.topology.nodes
+            if nodes:
+                topology[did] = tuple(n.ID for n in nodes)
+        report = SnapshotReport(unknown_health=unknown)
+        if count != len(healthy) + len(unhealthy) or healthy & unhealthy:
+            # Duplicates are rare: redo the message slowly so the last occurrence wins, as the kubelet's
+            # map assignment does, but without counting a device twice.
+            healthy, unhealthy, topology, report = _apply_with_duplicates(devices)
+        self.healthy = healthy
+        self.unhealthy = unhealthy
+        self.topology = topology
+        self.reported_healthy = set(healthy)
+        self.reported = True
+        return report
+
+    def mark_unhealthy(self) -> None:
+        """The plugin went away: every device becomes unhealthy, topology stays (SPEC §3.3)."""
+        if self.healthy:
+            self.unhealthy |= self.healthy
+            self.healthy = set()
+
+    @property
+    def capacity(self) -> int:
+        return len(self.healthy) + len(self.unhealthy)
+
+    def device_health(self, device_id: str) -> str | None:
+        """The health the last snapshot reported for a device, None if it did not report it."""
+        if device_id in self.reported_healthy:
+            return HEALTHY
+        if device_id in self.unhealthy or device_id in self.healthy:
+            return UNHEALTHY
+        return None
+
+
+def _apply_with_duplicates(
+    devices: Sequence[dp.Device],
+) -> tuple[set[str], set[str], dict[str, tuple[int, ...]], SnapshotReport]:
+    last: dict[str, dp.Device] = {}
+    seen_twice: dict[str, None] = {}
+    for d in devices:
+        if d.ID in last:
+            seen_twice[d.ID] = None
+        last[d.ID] = d
+    healthy: set[str] = set()
+    unhealthy: set[str] = set()
+    topology: dict[str, tuple[int, ...]] = {}
+    unknown: dict[str, str] = {}
+    for did, d in last.items():
+        if d.health == HEALTHY:
+            healthy.add(did)
+        else:
+            unhealthy.add(did)
+            if d.health != UNHEALTHY:
+                unknown[did] = d.health
+        if d.topology.nodes:
+            topology[did] = tuple(n.ID for n in d.topology.nodes)
+    return healthy, unhealthy, topology, SnapshotReport(list(seen_twice), unknown)

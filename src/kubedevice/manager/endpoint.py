@@ -1,0 +1,192 @@
+"""One plugin connection: the gRPC channel, the ListAndWatch stream and the calls with their deadlines.
+
+An endpoint is "stopped" once its stream ended or it was restored from the checkpoint without a plugin
+(SPEC §3.1); a stopped endpoint refuses every call. Every call carries a deadline, so a hung plugin fails
+only the request that waits on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+import grpc
+import grpc.aio
+
+from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
+from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
+from kubedevice.manager.errors import PluginCallError
+
+log = logging.getLogger(__name__)
+
+#: 100,000 devices with long IDs and topology exceed gRPC's 4 MiB default; the kubelet breaks there
+#: (SPEC §1.4), we do not.
+MAX_RECEIVE_MESSAGE_BYTES = 256 * 1024 * 1024
+
+CHANNEL_OPTIONS: Sequence[tuple[str, int | str]] = (
+    ("grpc.max_receive_message_length", MAX_RECEIVE_MESSAGE_BYTES),
+    ("grpc.default_authority", "localhost"),
+)
+
+SnapshotHandler = Callable[["Endpoint", dp.ListAndWatchResponse], Awaitable[None]]
+
+
+def unix_target(socket_path: str) -> str:
+    return "unix://" + socket_path if socket_path.startswith("/") else "unix:" + socket_path
+
+
+async def dial(socket_path: str, deadline: float) -> grpc.aio.Channel:
+    """Open a channel to a unix socket and wait until it is connected (the kubelet's blocking dial)."""
+    channel = grpc.aio.insecure_channel(unix_target(socket_path), options=CHANNEL_OPTIONS)
+    try:
+        await asyncio.wait_for(channel.channel_ready(), deadline)
+    except TimeoutError:
+        await channel.close(None)
+        raise PluginCallError(
+            f"failed to dial device plugin: no connection to {socket_path} within {deadline:g} s"
+        ) from None
+    except BaseException:
+        await channel.close(None)
+        raise
+    return channel
+
+
+def describe_rpc_error(err: grpc.aio.AioRpcError, deadline: float | None) -> str:
+    if err.code() == grpc.StatusCode.DEADLINE_EXCEEDED and deadline is not None:
+        return f"deadline of {deadline:g} s exceeded"
+    return f"rpc error: code = {err.code().name} desc = {err.details()}"
+
+
+class Endpoint:
+    """A plugin's DevicePlugin service at one socket path, for one resource."""
+
+    def __init__(
+        self,
+        resource_name: str,
+        socket_path: str,
+        *,
+        channel: grpc.aio.Channel | None = None,
+        options: dp.DevicePluginOptions | None = None,
+        stopped_at: float | None = None,
+    ) -> None:
+        self.resource_name = resource_name
+        self.socket_path = socket_path
+        self.options = options
+        self._channel = channel
+        self._stub: dp_grpc.DevicePluginAsyncStub | None = (
+            dp_grpc.DevicePluginStub(channel) if channel is not None else None
+        )
+        self._stop_time = stopped_at
+        self._stream: grpc.aio.UnaryStreamCall[dp.Empty, dp.ListAndWatchResponse] | None = None
+        self._closing = False
+        #: monotonic time of connection, for ordering siblings
+        self.connected_at = time.monotonic()
+
+    def __repr__(self) -> str:
+        state = "stopped" if self.is_stopped else "running"
+        return f"<endpoint {self.resource_name} at {self.socket_path or '(none)'} {state}>"
+
+    @classmethod
+    def stopped(cls, resource_name: str, now: float) -> Endpoint:
+        """An endpoint with no plugin behind it, as restored from the checkpoint."""
+        return cls(resource_name, "", stopped_at=now)
+
+    @classmethod
+    async def connect(
+        cls, resource_name: str, socket_path: str, *, dial_timeout: float, options_timeout: float
+    ) -> Endpoint:
+        """Dial the plugin and fetch its options; the registration succeeds only if both do."""
+        channel = await dial(socket_path, dial_timeout)
+        stub = dp_grpc.DevicePluginStub(channel)
+        try:
+            options = await stub.GetDevicePluginOptions(dp.Empty(), timeout=options_timeout)
+        except grpc.aio.AioRpcError as err:
+            await channel.close(None)
+            raise PluginCallError(
+                f"failed to get device plugin options: {describe_rpc_error(err, options_timeout)}"
+            ) from None
+        except BaseException:
+            await channel.close(None)
+            raise
+        return cls(resource_name, socket_path, channel=channel, options=options)
+
+    @property
+    def is_stopped(self) -> bool:
+        return self._stop_time is not None
+
+    @property
+    def stop_time(self) -> float | None:
+        return self._stop_time
+
+    def set_stop_time(self, now: float) -> None:
+        self._stop_time = now
+
+    def grace_period_expired(self, now: float, grace_period: float) -> bool:
+        """Strictly more than the grace period since the stop (SPEC §3.1)."""
+        return self._stop_time is not None and now - self._stop_time > grace_period
+
+    async def list_and_watch(self, on_snapshot: SnapshotHandler) -> str:
+        """Follow the stream until it ends; returns why it ended. Never reconnects (SPEC §2.3)."""
+        if self._stub is None:
+            return "endpoint has no plugin"
+        try:
+            self._stream = self._stub.ListAndWatch(dp.Empty())
+            async for msg in self._stream:
+                await on_snapshot(self, msg)
+            return "stream closed by the plugin"
+        except grpc.aio.AioRpcError as err:
+            return describe_rpc_error(err, None)
+        except asyncio.CancelledError:
+            if self._closing:
+                return "endpoint closed by the manager"
+            raise
+
+    def _require_stub(self) -> dp_grpc.DevicePluginAsyncStub:
+        if self._stub is None or self.is_stopped:
+            raise PluginCallError(
+                f"endpoint {self.resource_name} at {self.socket_path or '(none)'} has been stopped"
+            )
+        return self._stub
+
+    async def allocate(self, device_ids: Sequence[str], deadline: float) -> dp.AllocateResponse:
+        stub = self._require_stub()
+        req = dp.AllocateRequest(container_requests=[dp.ContainerAllocateRequest(devices_ids=device_ids)])
+        try:
+            return await stub.Allocate(req, timeout=deadline)
+        except grpc.aio.AioRpcError as err:
+            raise PluginCallError(describe_rpc_error(err, deadline)) from None
+
+    async def get_preferred_allocation(
+        self, available: Sequence[str], must_include: Sequence[str], size: int, deadline: float
+    ) -> dp.PreferredAllocationResponse:
+        stub = self._require_stub()
+        req = dp.PreferredAllocationRequest(
+            container_requests=[
+                dp.ContainerPreferredAllocationRequest(
+                    available_deviceIDs=available, must_include_deviceIDs=must_include, allocation_size=size
+                )
+            ]
+        )
+        try:
+            return await stub.GetPreferredAllocation(req, timeout=deadline)
+        except grpc.aio.AioRpcError as err:
+            raise PluginCallError(describe_rpc_error(err, deadline)) from None
+
+    async def pre_start_container(self, device_ids: Sequence[str], deadline: float) -> None:
+        stub = self._require_stub()
+        try:
+            await stub.PreStartContainer(
+                dp.PreStartContainerRequest(devices_ids=device_ids), timeout=deadline
+            )
+        except grpc.aio.AioRpcError as err:
+            raise PluginCallError(describe_rpc_error(err, deadline)) from None
+
+    async def close(self) -> None:
+        """Drop the connection; a running ListAndWatch ends with "closed by the manager"."""
+        self._closing = True
+        if self._stream is not None:
+            self._stream.cancel()
+        if self._channel is not None:
+            await self._channel.close(None)

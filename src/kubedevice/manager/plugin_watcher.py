@@ -1,0 +1,197 @@
+"""Plugin-watcher ("probe mode") registration through a plugins_registry directory (SPEC §2.2).
+
+A portable polling scan (no inotify) finds unix sockets; each new one is asked GetInfo, validated,
+connected like a kubelet.sock registration (the endpoint used as is) and told the outcome. A socket that
+disappears deregisters its plugin like a stream end. Hidden names (starting with ".") are ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import stat
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import grpc.aio
+
+from kubedevice.api.constants import DEVICE_PLUGIN_TYPE, SUPPORTED_VERSIONS, VERSION
+from kubedevice.api.pluginregistration.v1 import api_pb2 as reg
+from kubedevice.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from kubedevice.manager.endpoint import describe_rpc_error, dial
+from kubedevice.manager.errors import PluginCallError, RegistrationError
+from kubedevice.manager.registration import is_extended_resource_name
+
+log = logging.getLogger(__name__)
+
+#: (inode, device, ctime) of a socket file: a new socket at the same path is a new plugin.
+_Identity = tuple[int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class WatcherTimeouts:
+    dial: float
+    get_info: float
+    notify: float
+
+
+@dataclass(slots=True)
+class _Plugin:
+    identity: _Identity
+    task: asyncio.Task[None] | None = None
+    #: (resource name, endpoint) once registered.
+    registered: tuple[str, str] | None = None
+
+
+def validate_plugin(name: str, versions: list[str]) -> None:
+    """The device manager's ValidatePlugin, with its texts."""
+    if not any(v in SUPPORTED_VERSIONS for v in versions):
+        raise RegistrationError(
+            f"manager version, {VERSION}, is not among plugin supported versions [{' '.join(versions)}]",
+            invalid=True,
+        )
+    if not is_extended_resource_name(name):
+        raise RegistrationError(
+            f'invalid name of device plugin socket: the ResourceName "{name}" is invalid', invalid=True
+        )
+
+
+def _scan(directory: Path) -> dict[str, _Identity]:
+    found: dict[str, _Identity] = {}
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in files:
+            if name.startswith("."):
+                continue
+            path = os.path.join(root, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISSOCK(st.st_mode):
+                found[path] = (st.st_ino, st.st_dev, st.st_ctime_ns)
+    return found
+
+
+class PluginWatcher:
+    """Polls `directory` and drives registrations through `register` / `deregister`."""
+
+    def __init__(
+        self,
+        directory: Path,
+        register: Callable[[str, str], Awaitable[None]],
+        deregister: Callable[[str, str], Awaitable[None]],
+        *,
+        timeouts: WatcherTimeouts,
+        interval: float = 0.15,
+    ) -> None:
+        self._directory = directory
+        self._register = register
+        self._deregister = deregister
+        self._timeouts = timeouts
+        self._interval = interval
+        self._plugins: dict[str, _Plugin] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._directory.mkdir(mode=0o750, parents=True, exist_ok=True)
+        self._task = asyncio.create_task(self._run(), name=f"plugin-watcher {self._directory}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        tasks = [p.task for p in self._plugins.values() if p.task is not None]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._plugins.clear()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                current = await asyncio.to_thread(_scan, self._directory)
+            except OSError as err:
+                log.warning("cannot scan plugin registry %s: %s", self._directory, err)
+                current = {}
+            await self._reconcile(current)
+            await asyncio.sleep(self._interval)
+
+    async def _reconcile(self, current: dict[str, _Identity]) -> None:
+        for path in list(self._plugins):
+            plugin = self._plugins[path]
+            if current.get(path) != plugin.identity:
+                del self._plugins[path]
+                await self._forget(path, plugin)
+        for path, identity in current.items():
+            if path not in self._plugins:
+                plugin = _Plugin(identity)
+                self._plugins[path] = plugin
+                plugin.task = asyncio.create_task(
+                    self._handle(path, plugin), name=f"plugin-registration {path}"
+                )
+
+    async def _forget(self, path: str, plugin: _Plugin) -> None:
+        if plugin.task is not None and not plugin.task.done():
+            plugin.task.cancel()
+            await asyncio.gather(plugin.task, return_exceptions=True)
+        if plugin.registered is not None:
+            name, endpoint = plugin.registered
+            log.info("plugin socket %s is gone: deregistering %s at %s", path, name, endpoint)
+            await self._deregister(name, endpoint)
+
+    async def _handle(self, path: str, plugin: _Plugin) -> None:
+        try:
+            channel = await dial(path, self._timeouts.dial)
+        except PluginCallError as err:
+            log.warning("plugin registry socket %s: %s", path, err)
+            return
+        try:
+            stub = reg_grpc.RegistrationStub(channel)
+            try:
+                info = await stub.GetInfo(reg.InfoRequest(), timeout=self._timeouts.get_info)
+            except grpc.aio.AioRpcError as err:
+                log.warning(
+                    "GetInfo on %s failed: %s", path, describe_rpc_error(err, self._timeouts.get_info)
+                )
+                return
+            error = await self._register_info(path, info)
+            if error is None:
+                plugin.registered = (info.name, info.endpoint or path)
+            else:
+                log.warning("%s", error)
+            try:
+                await stub.NotifyRegistrationStatus(
+                    reg.RegistrationStatus(plugin_registered=error is None, error=error or ""),
+                    timeout=self._timeouts.notify,
+                )
+            except grpc.aio.AioRpcError as err:
+                log.warning(
+                    "RegisterPlugin error -- failed to send registration status at socket %s, err: %s",
+                    path,
+                    describe_rpc_error(err, self._timeouts.notify),
+                )
+        finally:
+            await channel.close(None)
+
+    async def _register_info(self, path: str, info: reg.PluginInfo) -> str | None:
+        """Register the plugin `info` describes; the error text to notify, None on success."""
+        if info.type != DEVICE_PLUGIN_TYPE:
+            return (
+                f"RegisterPlugin error -- no handler registered for plugin type: {info.type} at socket {path}"
+            )
+        try:
+            validate_plugin(info.name, list(info.supported_versions))
+        except RegistrationError as err:
+            return f"RegisterPlugin error -- plugin validation failed with err: {err}"
+        try:
+            await self._register(info.name, info.endpoint or path)
+        except RegistrationError as err:
+            return f"RegisterPlugin error -- plugin registration failed with err: {err}"
+        return None

@@ -1,0 +1,132 @@
+"""The Registration service on kubelet.sock and the checks a RegisterRequest must pass (SPEC §2.1).
+
+Validation order and message texts are the kubelet's. Beyond the kubelet, an endpoint must stay inside
+the device plugin directory: the kubelet joins and cleans it, so `../x.sock` would dial outside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import grpc
+import grpc.aio
+
+from kubedevice.api.constants import SUPPORTED_VERSIONS
+from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
+from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
+from kubedevice.manager.errors import RegistrationError
+from kubedevice.manager.metrics import ManagerMetrics
+
+#: The longest unix socket path Linux accepts (sun_path is 108 bytes with the terminating NUL).
+MAX_UNIX_SOCKET_PATH = 107
+
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_REQUESTS_PREFIX = "requests."
+
+
+def is_qualified_name(value: str) -> bool:
+    """Kubernetes' IsQualifiedName: an optional DNS-1123 subdomain prefix, a name of 1-63 characters."""
+    parts = value.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix):
+            return False
+    else:
+        return False
+    return 0 < len(name) <= 63 and _QUALIFIED_NAME.fullmatch(name) is not None
+
+
+def is_extended_resource_name(name: str) -> bool:
+    """Kubernetes' IsExtendedResourceName (SPEC §2.1): `vendor.domain/name`, not native, not `requests.`."""
+    if "/" not in name or "kubernetes.io/" in name:
+        return False
+    if name.startswith(_REQUESTS_PREFIX):
+        return False
+    return is_qualified_name(_REQUESTS_PREFIX + name)
+
+
+def check_version(version: str) -> None:
+    if version not in SUPPORTED_VERSIONS:
+        supported = "[" + " ".join(f'"{v}"' for v in SUPPORTED_VERSIONS) + "]"
+        raise RegistrationError(
+            f'requested API version "{version}" is not supported by kubelet. '
+            f"Supported version is {supported}",
+            invalid=True,
+        )
+
+
+def check_resource_name(name: str) -> None:
+    if not is_extended_resource_name(name):
+        raise RegistrationError(f'the ResourceName "{name}" is invalid', invalid=True)
+
+
+def _inside(path: str, directory: str) -> bool:
+    return path != directory and os.path.commonpath([path, directory]) == directory
+
+
+def resolve_endpoint(plugin_dir: Path, endpoint: str) -> str:
+    """The socket path of a RegisterRequest endpoint, refused when it would leave `plugin_dir`.
+
+    Blocking (it resolves symlinks): run it in a thread.
+    """
+    where = f"it must name a socket inside the device plugin directory {plugin_dir}"
+    if not endpoint or "\x00" in endpoint:
+        raise RegistrationError(f"invalid endpoint {endpoint!r}: {where}", invalid=True)
+    if os.path.isabs(endpoint):
+        raise RegistrationError(
+            f'invalid endpoint "{endpoint}": an absolute path is not allowed; {where}', invalid=True
+        )
+    directory = os.path.normpath(os.path.abspath(plugin_dir))
+    joined = os.path.normpath(os.path.join(directory, endpoint))
+    if not _inside(joined, directory):
+        raise RegistrationError(
+            f'invalid endpoint "{endpoint}": it escapes to {joined}; {where}', invalid=True
+        )
+    real = os.path.realpath(joined)
+    real_directory = os.path.realpath(directory)
+    if not _inside(real, real_directory):
+        raise RegistrationError(
+            f'invalid endpoint "{endpoint}": it resolves through a symlink to {real}; {where}', invalid=True
+        )
+    if len(joined.encode()) > MAX_UNIX_SOCKET_PATH:
+        raise RegistrationError(
+            f'invalid endpoint "{endpoint}": socket path {joined} is longer '
+            f"than {MAX_UNIX_SOCKET_PATH} bytes",
+            invalid=True,
+        )
+    return joined
+
+
+#: What the manager does with a registration that passed validation: connect to `socket_path`.
+ConnectClient = Callable[[str, str], Awaitable[None]]
+
+
+class RegistrationServicer(dp_grpc.RegistrationServicer):
+    """`v1beta1.Registration`: validate, connect synchronously, answer."""
+
+    def __init__(self, plugin_dir: Path, connect: ConnectClient, metrics: ManagerMetrics) -> None:
+        self._plugin_dir = plugin_dir
+        self._connect = connect
+        self._metrics = metrics
+
+    async def Register(
+        self, request: dp.RegisterRequest, context: grpc.aio.ServicerContext[dp.RegisterRequest, dp.Empty]
+    ) -> dp.Empty:
+        # Counted before validation, so refused attempts show too (SPEC §9).
+        self._metrics.registration_total.labels(resource_name=request.resource_name).inc()
+        try:
+            check_version(request.version)
+            check_resource_name(request.resource_name)
+            socket_path = await asyncio.to_thread(resolve_endpoint, self._plugin_dir, request.endpoint)
+            await self._connect(request.resource_name, socket_path)
+        except RegistrationError as err:
+            code = grpc.StatusCode.INVALID_ARGUMENT if err.invalid else grpc.StatusCode.UNKNOWN
+            await context.abort(code, str(err))
+        return dp.Empty()
