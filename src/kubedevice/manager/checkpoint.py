@@ -37,6 +37,7 @@ from kubedevice.api.constants import CHECKPOINT_NAME
 
 __all__ = [
     "MAX_CHECKPOINT_BYTES",
+    "WRITE_STAGES",
     "CheckpointData",
     "CheckpointError",
     "CheckpointFormatError",
@@ -397,10 +398,20 @@ def _field(key: str, names: tuple[str, ...]) -> str | None:
     return None
 
 
-_UINT: Final = re.compile(r"[0-9]+")
-_INT: Final = re.compile(r"[+-]?[0-9]+")
-_INT64_MIN: Final = -(1 << 63)
-_INT64_MAX: Final = (1 << 63) - 1
+# Go's strconv.ParseInt/ParseUint in base 10: an optional sign (signed only), ASCII digits, leading zeros
+# allowed. Leading zeros are dropped before int() so that no digit string can reach Python's length limit.
+_INTEGER: Final = re.compile(r"([+-]?)0*([0-9]+)")
+
+
+def _parse_int(text: str, signed: bool, bits: int) -> int | None:
+    match = _INTEGER.fullmatch(text)
+    if match is None or (match.group(1) and not signed) or len(match.group(2)) > 20:
+        return None
+    number = int(match.group(2))
+    if match.group(1) == "-":
+        number = -number
+    low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    return number if low <= number <= high else None
 
 
 @dataclass(slots=True)
@@ -465,11 +476,10 @@ class _Decoder:
         return raw
 
     def uint(self, value: object, bits: int, path: str) -> int:
-        if isinstance(value, _Number) and _UINT.fullmatch(value):
-            number = int(value)
-            if number < (1 << bits):
-                return number
-        raise _type_error(path, value, f"an unsigned {bits}-bit integer")
+        number = _parse_int(value, signed=False, bits=bits) if isinstance(value, _Number) else None
+        if number is None:
+            raise _type_error(path, value, f"an unsigned {bits}-bit integer")
+        return number
 
     def data(self, value: object, raw: _RawCheckpoint) -> None:
         if value is None:
@@ -540,9 +550,10 @@ class _Decoder:
             raise _type_error(path, value, "an object mapping NUMA node to device IDs")
         result = current if isinstance(current, dict) else {}
         for key, item in value.pairs:
-            if not _INT.fullmatch(key) or not _INT64_MIN <= int(key) <= _INT64_MAX:
+            node = _parse_int(key, signed=True, bits=64)
+            if node is None:
                 raise CheckpointFormatError(f"{path}: NUMA node {key!r} is not a 64-bit integer")
-            result[int(key)] = self.strlist(item, None, f"{path}[{key!r}]")
+            result[node] = self.strlist(item, None, f"{path}[{key!r}]")
         return result
 
     def alloc_resp(self, value: object, current: bytes | None, path: str) -> bytes | None:
@@ -560,10 +571,14 @@ class _Decoder:
         if isinstance(value, list):
             # Go also decodes a []byte from an array of numbers.
             old = current or b""
-            return bytes(
-                old[i] if item is None and i < len(old) else 0 if item is None else self.uint(item, 8, path)
-                for i, item in enumerate(value)
-            )
+            result = bytearray()
+            for i, item in enumerate(value):
+                if item is not None:
+                    result.append(self.uint(item, 8, f"{path}[{i}]"))
+                else:
+                    # null leaves the element as it was: zero, or the byte of an earlier decode.
+                    result.append(old[i] if i < len(old) else 0)
+            return bytes(result)
         raise _type_error(path, value, "a base64 string")
 
 
