@@ -179,9 +179,9 @@ class FakePlugin(dp_grpc.DevicePluginServicer, reg_grpc.RegistrationServicer):
         return reg.RegistrationStatusResponse()
 
 
-async def eventually(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    """Poll `predicate` until it holds; fail after `timeout` seconds (a deadline, not a timing assertion)."""
-    deadline = time.monotonic() + timeout
+async def eventually(predicate: Callable[[], bool], within: float = 10.0, what: str = "condition") -> None:
+    """Poll `predicate` until it holds; fail after `within` seconds (a deadline, not a timing assertion)."""
+    deadline = time.monotonic() + within
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
