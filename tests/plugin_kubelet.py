@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import socket
 import stat
 import tempfile
 import time
@@ -43,6 +44,17 @@ def wait_until_sync(predicate: Callable[[], bool], deadline_s: float = DEADLINE_
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {deadline_s}s waiting for {what or predicate}")
         time.sleep(0.01)
+
+
+def exists(path: str | None) -> bool:
+    """Whether a file is at `path` (a plain sync stat, kept out of async test bodies)."""
+    return path is not None and os.path.lexists(path)
+
+
+def make_stale_socket(path: str) -> None:
+    """Leave a socket file nobody listens on, as a crashed kubelet does (connecting is refused)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.bind(path)
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import typer
 
 from kubedevice import __version__
 from kubedevice.checkpoint_cli import app as checkpoint_app
+from kubedevice.plugin.cli import app as plugin_app
 
 app = typer.Typer(
     name="kubedevice",
@@ -15,6 +16,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(checkpoint_app, name="checkpoint")
+app.add_typer(plugin_app, name="plugin")
 
 
 def _print_version(value: bool) -> None:

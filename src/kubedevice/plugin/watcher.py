@@ -34,6 +34,8 @@ class SocketIdentity:
 @dataclass(frozen=True)
 class DirectoryState:
     kubelet: SocketIdentity | None
+    #: Which socket we serve on: the poller must see a deleted-then-replaced socket as a change.
+    own_socket: str | None
     own_socket_present: bool
 
 
@@ -66,6 +68,7 @@ class KubeletWatcher:
         own = self._own_socket()
         return DirectoryState(
             kubelet=_identity(self.kubelet_socket),
+            own_socket=own,
             own_socket_present=own is not None and os.path.exists(own),
         )
 

@@ -1,0 +1,186 @@
+"""`FakePlugin`: devices that exist only on paper, for tests, demos and conformance runs.
+
+Devices are `fake-0 .. fake-<N-1>`, spread over K NUMA nodes round-robin or in blocks. Health can be
+fixed at start (`unhealthy`) and flipped at runtime through a JSON file listing the unhealthy IDs,
+which is how tests running the plugin as a separate process make health change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from kubedevice.plugin.base import DevicePlugin
+from kubedevice.plugin.errors import ConfigError
+from kubedevice.plugin.model import Allocation, Device, PluginOptions
+from kubedevice.plugin.naming import check_resource_name
+
+log = logging.getLogger(__name__)
+
+NumaLayout = Literal["round-robin", "block"]
+
+
+@dataclass(frozen=True)
+class FakeConfig:
+    resource: str
+    count: int
+    numa_nodes: int = 0
+    numa_layout: NumaLayout = "round-robin"
+    unhealthy: frozenset[str] = frozenset()
+    preferred: bool = False
+    prestart: bool = False
+    cdi: bool = False
+    health_file: str | None = None
+    poll_interval: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_resource_name(self.resource)
+        if self.count < 0:
+            raise ConfigError(f"device count must be >= 0, got {self.count}")
+        if self.numa_nodes < 0:
+            raise ConfigError(f"NUMA node count must be >= 0, got {self.numa_nodes}")
+        if self.numa_layout not in ("round-robin", "block"):
+            raise ConfigError(f"NUMA layout must be round-robin or block, got {self.numa_layout!r}")
+        if self.poll_interval <= 0:
+            raise ConfigError(f"poll interval must be > 0, got {self.poll_interval}")
+        unknown = sorted(self.unhealthy - set(self.device_ids()))
+        if unknown:
+            raise ConfigError(f"unknown device IDs in unhealthy list: {', '.join(unknown)}")
+
+    def device_ids(self) -> list[str]:
+        return [f"fake-{i}" for i in range(self.count)]
+
+    def numa_of(self, index: int) -> tuple[int, ...]:
+        if self.numa_nodes == 0:
+            return ()
+        if self.numa_layout == "round-robin":
+            return (index % self.numa_nodes,)
+        return (index * self.numa_nodes // max(self.count, 1),)
+
+
+class FakePlugin(DevicePlugin):
+    def __init__(self, config: FakeConfig) -> None:
+        self.config = config
+        self.resource_name = config.resource
+        self.poll_interval = config.poll_interval
+        self._file_unhealthy: frozenset[str] = frozenset()
+        self._file_stamp: tuple[int, int, int] | None = None
+
+    def options(self) -> PluginOptions:
+        # The flags decide what is advertised, so one class can play every kind of plugin.
+        return PluginOptions(
+            pre_start_required=self.config.prestart,
+            get_preferred_allocation_available=self.config.preferred,
+        )
+
+    async def devices(self) -> Sequence[Device]:
+        unhealthy = self.config.unhealthy | await self._unhealthy_from_file()
+        return [
+            Device(device_id, device_id not in unhealthy, self.config.numa_of(i))
+            for i, device_id in enumerate(self.config.device_ids())
+        ]
+
+    async def allocate(self, devices: Sequence[Device]) -> Allocation:
+        ids = sorted(d.id for d in devices)
+        cdi = [f"{self.config.resource}={device_id}" for device_id in ids] if self.config.cdi else []
+        return Allocation(envs={"FAKE_DEVICES": ",".join(ids)}, cdi_devices=cdi)
+
+    async def preferred_allocation(
+        self, available: Sequence[Device], must_include: Sequence[Device], size: int
+    ) -> Sequence[str]:
+        return prefer_numa_packed(available, must_include, size)
+
+    async def pre_start_container(self, devices: Sequence[Device]) -> None:
+        log.info("PreStartContainer for %s", ",".join(sorted(d.id for d in devices)))
+
+    async def _unhealthy_from_file(self) -> frozenset[str]:
+        path = self.config.health_file
+        if path is None:
+            return frozenset()
+        try:
+            stamp, text = await asyncio.to_thread(_read_if_changed, path, self._file_stamp)
+        except FileNotFoundError:
+            self._file_stamp, self._file_unhealthy = None, frozenset()
+            return self._file_unhealthy
+        except OSError as exc:
+            log.error("cannot read health file %s: %s; keeping the previous health", path, exc.strerror)
+            return self._file_unhealthy
+        if text is None:
+            return self._file_unhealthy
+        self._file_stamp = stamp
+        try:
+            self._file_unhealthy = parse_health_file(text, set(self.config.device_ids()))
+        except ValueError as exc:
+            log.error("health file %s: %s; keeping the previous health", path, exc)
+        return self._file_unhealthy
+
+
+def parse_health_file(text: str, known: set[str]) -> frozenset[str]:
+    """A JSON list of unhealthy device IDs; an empty file means none."""
+    if not text.strip():
+        return frozenset()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, list) or not all(isinstance(item, str) for item in data):
+        raise ValueError("must be a JSON list of device ID strings")
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"unknown device IDs: {', '.join(unknown)}")
+    return frozenset(data)
+
+
+def _read_if_changed(
+    path: str, stamp: tuple[int, int, int] | None
+) -> tuple[tuple[int, int, int], str | None]:
+    st = os.stat(path)
+    current = (st.st_ino, st.st_mtime_ns, st.st_size)
+    if current == stamp:
+        return current, None
+    with open(path, encoding="utf-8") as handle:
+        return current, handle.read()
+
+
+def prefer_numa_packed(available: Sequence[Device], must_include: Sequence[Device], size: int) -> list[str]:
+    """Pick `size` devices: must_include first, then their NUMA nodes, then as few other nodes as possible.
+
+    Within a node IDs go in sorted order; devices without topology come last. Deterministic, so
+    tests and the conformance checker can predict the answer.
+    """
+    chosen = sorted({d.id for d in must_include})
+    taken = set(chosen)
+    by_node: dict[int | None, list[str]] = defaultdict(list)
+    for device in sorted(available, key=lambda d: d.id):
+        if device.id not in taken:
+            by_node[device.numa_nodes[0] if device.numa_nodes else None].append(device.id)
+    home = sorted({n for d in must_include for n in d.numa_nodes})
+
+    def take(node: int | None) -> None:
+        while by_node[node] and len(chosen) < size:
+            chosen.append(by_node[node].pop(0))
+
+    for node in home:
+        take(node)
+    while len(chosen) < size:
+        nodes = [n for n in by_node if n is not None and by_node[n]]
+        if not nodes:
+            break
+        need = size - len(chosen)
+        # A node that can cover the rest alone wins (the smallest such, to keep big nodes whole);
+        # otherwise the biggest node, to spread over as few nodes as possible.
+        enough = [n for n in nodes if len(by_node[n]) >= need]
+        node = (
+            min(enough, key=lambda n: (len(by_node[n]), n))
+            if enough
+            else max(nodes, key=lambda n: (len(by_node[n]), -n))
+        )
+        take(node)
+    take(None)
+    return chosen

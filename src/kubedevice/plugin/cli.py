@@ -1,0 +1,215 @@
+"""`kubedevice plugin ...`: the ready plugins as commands.
+
+Other tools run these as subprocesses and read stdout, so the contract is: one line per lifecycle
+event on stdout (flushed), logs on stderr, exit 0 on SIGTERM/SIGINT, exit 2 with one line on stderr
+for any bad flag or unusable setting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+from typer._click.core import Context
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
+from typer.core import TyperCommand, TyperGroup
+
+from kubedevice.plugin.base import DevicePlugin
+from kubedevice.plugin.builtin.fake import FakeConfig, FakePlugin, NumaLayout
+from kubedevice.plugin.builtin.paths import PathsPlugin
+from kubedevice.plugin.errors import ConfigError
+from kubedevice.plugin.events import LifecycleEvent
+from kubedevice.plugin.server import DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, PluginServer
+
+PLUGIN_DIR_ENV = "KUBEDEVICE_PLUGIN_DIR"
+
+
+def _usage_error(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(2)
+
+
+class _OneLineErrorCommand(TyperCommand):
+    """Usage errors as one `error: ...` line on stderr instead of a usage box (callers parse stderr)."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Context | None = None, **extra: Any
+    ) -> Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except NoArgsIsHelpError:
+            raise
+        except UsageError as exc:
+            raise _usage_error(exc.format_message()) from None
+
+
+class _OneLineErrorGroup(TyperGroup):
+    def invoke(self, ctx: Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except NoArgsIsHelpError:
+            raise
+        except UsageError as exc:
+            raise _usage_error(exc.format_message()) from None
+
+
+app = typer.Typer(
+    name="plugin",
+    help="Run a ready device plugin beside a kubelet (or kubedevice's node daemon).",
+    cls=_OneLineErrorGroup,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@dataclass(frozen=True)
+class _Common:
+    plugin_dir: str
+    plugin_watcher: bool
+    registry_dir: str
+    metrics_port: int | None
+    inotify: bool
+    log_level: str
+
+
+def _common(
+    plugin_dir: str,
+    plugin_watcher: bool,
+    registry_dir: str,
+    metrics_port: int | None,
+    inotify: bool,
+    log_level: str,
+) -> _Common:
+    level = logging.getLevelName(log_level.upper())
+    if not isinstance(level, int):
+        raise _usage_error(f"--log-level must be one of debug, info, warning, error; got {log_level!r}")
+    return _Common(plugin_dir, plugin_watcher, registry_dir, metrics_port, inotify, log_level.upper())
+
+
+PLUGIN_DIR = typer.Option(
+    DEFAULT_PLUGIN_DIR, "--plugin-dir", envvar=PLUGIN_DIR_ENV, help="The kubelet's device plugin directory."
+)
+PLUGIN_WATCHER = typer.Option(
+    False, "--plugin-watcher", help="Register through the kubelet's plugin watcher instead of kubelet.sock."
+)
+REGISTRY_DIR = typer.Option(DEFAULT_REGISTRY_DIR, "--registry-dir", help="The plugin watcher's directory.")
+METRICS_PORT = typer.Option(None, "--metrics-port", min=0, max=65535, help="Serve Prometheus metrics here.")
+INOTIFY = typer.Option(
+    True, "--inotify/--no-inotify", help="Watch for kubelet restarts with inotify, or poll."
+)
+LOG_LEVEL = typer.Option("info", "--log-level", help="debug, info, warning or error (logs go to stderr).")
+POLL_INTERVAL = typer.Option(1.0, "--poll-interval", min=0.001, help="Seconds between two device scans.")
+
+
+@app.command("fake", cls=_OneLineErrorCommand)
+def fake(
+    resource: str = typer.Option(..., "--resource", help="Extended resource name, e.g. example.com/fake."),
+    devices: int = typer.Option(..., "--devices", min=0, help="How many devices: fake-0 .. fake-<N-1>."),
+    numa_nodes: int = typer.Option(
+        0, "--numa-nodes", min=0, help="Spread devices over this many NUMA nodes."
+    ),
+    numa_layout: str = typer.Option("round-robin", "--numa-layout", help="round-robin or block."),
+    unhealthy: str = typer.Option("", "--unhealthy", help="Comma-separated IDs reported unhealthy."),
+    preferred: bool = typer.Option(False, "--preferred", help="Offer GetPreferredAllocation (NUMA-packed)."),
+    prestart: bool = typer.Option(False, "--prestart", help="Require PreStartContainer."),
+    cdi: bool = typer.Option(False, "--cdi", help="Return CDI device names <resource>=<id>."),
+    health_file: Path | None = typer.Option(
+        None, "--health-file", help="JSON list of unhealthy IDs, re-read when it changes."
+    ),
+    poll_interval: float = POLL_INTERVAL,
+    plugin_dir: str = PLUGIN_DIR,
+    plugin_watcher: bool = PLUGIN_WATCHER,
+    registry_dir: str = REGISTRY_DIR,
+    metrics_port: int | None = METRICS_PORT,
+    inotify: bool = INOTIFY,
+    log_level: str = LOG_LEVEL,
+) -> None:
+    """Fake devices: for tests, demos and conformance runs."""
+    common = _common(plugin_dir, plugin_watcher, registry_dir, metrics_port, inotify, log_level)
+    if numa_layout not in ("round-robin", "block"):
+        raise _usage_error(f"--numa-layout must be round-robin or block, got {numa_layout!r}")
+    layout: NumaLayout = "block" if numa_layout == "block" else "round-robin"
+    ids = frozenset(part.strip() for part in unhealthy.split(",") if part.strip())
+    _run(
+        common,
+        lambda: FakePlugin(
+            FakeConfig(
+                resource=resource,
+                count=devices,
+                numa_nodes=numa_nodes,
+                numa_layout=layout,
+                unhealthy=ids,
+                preferred=preferred,
+                prestart=prestart,
+                cdi=cdi,
+                health_file=str(health_file) if health_file is not None else None,
+                poll_interval=poll_interval,
+            )
+        ),
+    )
+
+
+@app.command("paths", cls=_OneLineErrorCommand)
+def paths(
+    resource: str = typer.Option(..., "--resource", help="Extended resource name, e.g. example.com/serial."),
+    pattern: str = typer.Option(..., "--glob", help="Absolute glob of host files, e.g. '/dev/ttyUSB*'."),
+    count: int = typer.Option(1, "--count", min=1, help="How many containers may share one file."),
+    mount: bool = typer.Option(False, "--mount", help="Bind-mount the files instead of device nodes."),
+    poll_interval: float = POLL_INTERVAL,
+    plugin_dir: str = PLUGIN_DIR,
+    plugin_watcher: bool = PLUGIN_WATCHER,
+    registry_dir: str = REGISTRY_DIR,
+    metrics_port: int | None = METRICS_PORT,
+    inotify: bool = INOTIFY,
+    log_level: str = LOG_LEVEL,
+) -> None:
+    """Host device files matching a glob, each shareable by --count containers."""
+    common = _common(plugin_dir, plugin_watcher, registry_dir, metrics_port, inotify, log_level)
+    _run(
+        common, lambda: PathsPlugin(resource, pattern, count=count, mount=mount, poll_interval=poll_interval)
+    )
+
+
+def _print_event(event: LifecycleEvent) -> None:
+    print(event.line(), flush=True)
+
+
+def _run(common: _Common, make_plugin: Callable[[], DevicePlugin]) -> None:
+    logging.basicConfig(
+        level=common.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        plugin = make_plugin()
+        server = PluginServer(
+            plugin,
+            common.plugin_dir,
+            plugin_watcher=common.plugin_watcher,
+            registry_dir=common.registry_dir,
+            metrics_port=common.metrics_port,
+            use_inotify=common.inotify,
+            handle_signals=True,
+            on_event=_print_event,
+        )
+        asyncio.run(server.run())
+    except ConfigError as exc:
+        raise _usage_error(str(exc)) from None
+    except OSError as exc:
+        # e.g. the metrics port is taken: the environment, not a bug; still one line, no traceback.
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the sub-app on its own (handy for `python -m kubedevice.plugin.cli`)."""
+    app(args=list(argv) if argv is not None else None, prog_name="kubedevice plugin")
+
+
+if __name__ == "__main__":
+    main()
