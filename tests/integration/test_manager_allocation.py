@@ -118,7 +118,7 @@ async def test_allocation_error_texts(root: Path) -> None:
 
 async def test_negative_request_is_refused(root: Path) -> None:
     async with running_manager(root) as m:
-        with pytest.raises(AdmissionError, match="negative quantity -1 of example.com/fake"):
+        with pytest.raises(AdmissionError, match=r"negative quantity -1 of example\.com/fake"):
             await m.allocate(*one("pod-1", -1))
 
 
@@ -136,7 +136,7 @@ async def test_plugin_answering_zero_or_two_container_responses(root: Path, resp
             await registered(m, plugin)
             pod, c = one("pod-1", 1)
             if responses == 0:
-                with pytest.raises(AdmissionError, match="^no containers return in allocation response"):
+                with pytest.raises(AdmissionError, match=r"^no containers return in allocation response"):
                     await m.allocate(pod, c)
                 assert m.get_devices("pod-1", "c") is None
                 # The picked device was given back.
