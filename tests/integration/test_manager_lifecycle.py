@@ -1,8 +1,7 @@
-"""Start, stop, restarts, the checkpoint, stream ends, the grace period and probe-mode plugins (SPEC §3, §7, §8)."""
+"""Start, stop, restarts, checkpoint, stream ends, grace period, probe-mode plugins (SPEC §3, §7, §8)."""
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,7 +85,7 @@ async def test_stream_end_marks_unhealthy_then_grace_period_drops_the_resource(r
         deleted: list[str] = []
 
         def expired() -> bool:
-            cap, alloc, gone = m.get_capacity()
+            cap, _alloc, gone = m.get_capacity()
             deleted.extend(gone)
             return R not in cap
 
@@ -306,8 +305,8 @@ async def test_probe_mode_separate_endpoint_is_used_as_is(root: Path) -> None:
         ),
         (
             reg.PluginInfo(type="DevicePlugin", name="gpu", supported_versions=["v1beta1"]),
-            "RegisterPlugin error -- plugin validation failed with err: invalid name of device plugin socket: "
-            'the ResourceName "gpu" is invalid',
+            "RegisterPlugin error -- plugin validation failed with err: "
+            'invalid name of device plugin socket: the ResourceName "gpu" is invalid',
         ),
         (
             reg.PluginInfo(
@@ -345,5 +344,5 @@ async def test_hidden_files_in_the_registry_are_ignored(root: Path) -> None:
         async with serving(hidden, visible):
             await eventually(lambda: len(visible.registration_status) == 1)
             assert hidden.registration_status == []
-            assert os.path.exists(hidden.socket_path)
+            assert hidden.socket_path.is_socket()
             assert [s.resource_name for s in m.registered_resources()] == ["example.com/v"]
