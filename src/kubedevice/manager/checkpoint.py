@@ -794,7 +794,8 @@ class CheckpointStore:
         """Replace the file with ``data``: temp file, fsync, rename, directory fsync.
 
         A crash at any point leaves either the old file or the new one, never a mix. On error the temp file
-        is removed and CheckpointError is raised.
+        is removed and CheckpointError is raised. ``data`` is a snapshot: its lists must not change while
+        the write runs in its thread.
         """
         try:
             self._write(encode(data))
