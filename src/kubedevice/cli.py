@@ -6,6 +6,8 @@ import typer
 
 from kubedevice import __version__
 from kubedevice.checkpoint_cli import app as checkpoint_app
+from kubedevice.node.cli import register as register_node_commands
+from kubedevice.conformance.command import register as register_conformance
 from kubedevice.plugin.cli import app as plugin_app
 
 app = typer.Typer(
@@ -17,6 +19,8 @@ app = typer.Typer(
 )
 app.add_typer(checkpoint_app, name="checkpoint")
 app.add_typer(plugin_app, name="plugin")
+register_node_commands(app)
+register_conformance(app)
 
 
 def _print_version(value: bool) -> None:

@@ -1,0 +1,395 @@
+"""The checks that talk to a registered plugin over its DevicePlugin service (checks 1 to 6 of the contract).
+
+Each check returns one report row; the run order and the kubelet restarts live in runner.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import grpc.aio
+
+from kubedevice.api.constants import HEALTHY, PRE_START_CONTAINER_TIMEOUT_S, VERSION
+from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
+from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
+from kubedevice.conformance.kubelet import Refusal, RegistrationAttempt
+from kubedevice.conformance.report import CheckResult, Findings, skipped
+from kubedevice.conformance.validation import (
+    MAX_MESSAGE_BYTES,
+    container_response_problems,
+    device_list_problems,
+    preferred_allocation_problems,
+)
+
+REGISTRATION = "registration"
+OPTIONS = "options"
+LIST_AND_WATCH = "list-and-watch"
+ALLOCATE = "allocate"
+PREFERRED_ALLOCATION = "preferred-allocation"
+PRE_START = "pre-start"
+KUBELET_RESTART = "kubelet-restart"
+KUBELET_ABSENCE = "kubelet-absence"
+PLUGIN_PROCESS = "plugin-process"
+
+#: Report order.
+CHECK_NAMES = (
+    REGISTRATION,
+    OPTIONS,
+    LIST_AND_WATCH,
+    ALLOCATE,
+    PREFERRED_ALLOCATION,
+    PRE_START,
+    KUBELET_RESTART,
+    KUBELET_ABSENCE,
+    PLUGIN_PROCESS,
+)
+
+#: The kubelet has no deadline on the first list, but capacity reads 0 until it comes.
+FIRST_LIST_WITHIN_S = 1.0
+#: An ID no plugin lists; a plugin should refuse to allocate it.
+UNKNOWN_DEVICE_ID = "kubedevice-conformance-no-such-device"
+
+
+def rpc_error(err: grpc.aio.AioRpcError) -> str:
+    return f"{err.code().name}: {err.details()}"
+
+
+class ListAndWatchFeed:
+    """One ListAndWatch stream read in the background, as the kubelet reads it: the latest snapshot wins."""
+
+    def __init__(self, stub: dp_grpc.DevicePluginAsyncStub) -> None:
+        self._stub = stub
+        self.first: dp.ListAndWatchResponse | None = None
+        self.first_delay_s: float | None = None
+        self.latest: dp.ListAndWatchResponse | None = None
+        self.error: str | None = None
+        self.first_received = asyncio.Event()
+        self.ended = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        loop = asyncio.get_running_loop()
+        opened = loop.time()
+        try:
+            async for message in self._stub.ListAndWatch(dp.Empty()):
+                if self.first is None:
+                    self.first = message
+                    self.first_delay_s = loop.time() - opened
+                    self.first_received.set()
+                self.latest = message
+            self.error = "the stream ended (the plugin returned from ListAndWatch)"
+        except grpc.aio.AioRpcError as err:
+            self.error = rpc_error(err)
+        finally:
+            self.ended.set()
+
+    async def wait_first(self, timeout_s: float) -> bool:
+        """True once the first list arrived; False on timeout or when the stream ended without one."""
+        waiters = [asyncio.create_task(self.first_received.wait()), asyncio.create_task(self.ended.wait())]
+        try:
+            await asyncio.wait(waiters, timeout=max(timeout_s, 0.0), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+        return self.first_received.is_set()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+def healthy_ids(message: dp.ListAndWatchResponse | None) -> list[str]:
+    """Device IDs the kubelet would allocate from: health exactly "Healthy", first occurrence order."""
+    if message is None:
+        return []
+    return list(
+        dict.fromkeys(device.ID for device in message.devices if device.health == HEALTHY and device.ID)
+    )
+
+
+def registration_check(
+    attempt: RegistrationAttempt | None,
+    waited_s: float,
+    timeout_s: float,
+    kubelet_socket: Path,
+    exit_note: str | None,
+) -> CheckResult:
+    """Check 1: the first Register call and what the kubelet would have made of it."""
+    findings = Findings(REGISTRATION)
+    if attempt is None:
+        if exit_note is not None:
+            findings.fail(f"the plugin {exit_note} before registering")
+        else:
+            findings.fail(
+                f"no Register call on {kubelet_socket} within {timeout_s:g} s: register with the kubelet "
+                "socket in the plugin directory given by {plugin_dir} or $KUBEDEVICE_PLUGIN_DIR"
+            )
+        return findings.result()
+    request = attempt.request
+    if attempt.refusal is Refusal.VERSION:
+        findings.fail(f'version "{request.version}" refused: send "{VERSION}" ({attempt.message})')
+    elif attempt.refusal is Refusal.RESOURCE_NAME:
+        findings.fail(
+            f'resource name "{request.resource_name}" is not a valid extended resource name '
+            f"(use a lower-case vendor domain and a name, e.g. example.com/gpu; not kubernetes.io/)"
+        )
+    elif attempt.refusal is Refusal.ENDPOINT:
+        findings.fail(f"endpoint refused: {attempt.message}")
+    elif attempt.refusal is Refusal.NOT_SERVING:
+        findings.fail(
+            f'the plugin socket "{request.endpoint}" did not answer when Register was called: serve the '
+            "DevicePlugin service before calling Register, the kubelet dials it inside Register "
+            f"({attempt.message})"
+        )
+    elif attempt.refusal is Refusal.OPTIONS:
+        findings.fail(f"the kubelet could not read the plugin's options: {attempt.message}")
+    else:
+        findings.note(
+            f'registered "{request.resource_name}" after {waited_s:.2f} s, endpoint "{request.endpoint}", '
+            f"version {request.version}"
+        )
+    return findings.result()
+
+
+async def list_and_watch_check(feed: ListAndWatchFeed, timeout_s: float) -> CheckResult:
+    """Check 3: the first list comes quickly and holds IDs and health strings the kubelet can use."""
+    findings = Findings(LIST_AND_WATCH)
+    if not await feed.wait_first(min(FIRST_LIST_WITHIN_S, timeout_s)):
+        if feed.ended.is_set():
+            findings.fail(f"ListAndWatch ended before sending a device list ({feed.error})")
+            return findings.result()
+        findings.fail(
+            f"no device list within {FIRST_LIST_WITHIN_S:g} s of ListAndWatch: capacity reads 0 until then"
+        )
+        if not await feed.wait_first(timeout_s - FIRST_LIST_WITHIN_S):
+            detail = f" ({feed.error})" if feed.error else ""
+            findings.fail(f"still no device list after {timeout_s:g} s{detail}")
+            return findings.result()
+        findings.note(f"the first list came after {feed.first_delay_s or 0.0:.2f} s")
+    first = feed.first
+    assert first is not None  # wait_first returned True
+    problems = device_list_problems(first.devices)
+    for failure in problems.failures:
+        findings.fail(failure)
+    for warning in problems.warnings:
+        findings.warn(warning)
+    size = first.ByteSize()
+    if size > MAX_MESSAGE_BYTES:
+        findings.warn(
+            f"the list is {size} bytes, above gRPC's 4 MiB default the kubelet keeps: its stream would break"
+        )
+    healthy = healthy_ids(first)
+    if not first.devices:
+        findings.warn("the first list is empty: capacity and allocatable stay 0")
+    elif not healthy:
+        findings.warn(f'no device is "{HEALTHY}": allocatable stays 0')
+    findings.note(f"{len(first.devices)} device(s), {len(healthy)} healthy, first message {size} bytes")
+    return findings.result()
+
+
+async def allocate_check(
+    stub: dp_grpc.DevicePluginAsyncStub, healthy: Sequence[str], timeout_s: float
+) -> CheckResult:
+    """Check 4: Allocate one device and every healthy device, then an ID the plugin never listed."""
+    findings = Findings(ALLOCATE)
+    if not healthy:
+        return skipped(ALLOCATE, f'not run: no device is "{HEALTHY}", and the kubelet allocates only those')
+    cases = [list(healthy[:1])]
+    if len(healthy) > 1:
+        cases.append(list(healthy))
+    answered: list[str] = []
+    for ids in cases:
+        what = f"Allocate of {len(ids)} device(s)"
+        request = dp.AllocateRequest(container_requests=[dp.ContainerAllocateRequest(devices_ids=ids)])
+        try:
+            response = await stub.Allocate(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as err:
+            findings.fail(f"{what} failed: {rpc_error(err)}")
+            continue
+        count = len(response.container_responses)
+        if count != 1:
+            findings.fail(
+                f"{what}: {count} container responses for 1 container request "
+                "(answer exactly one per request, in order; the kubelet fails the pod otherwise)"
+            )
+        for container in response.container_responses:
+            problems = container_response_problems(container)
+            for failure in problems.failures:
+                findings.fail(f"{what}: {failure}")
+            for warning in problems.warnings:
+                findings.warn(f"{what}: {warning}")
+        if count:
+            answered.append(_describe(response.container_responses[0], len(ids)))
+    unknown = dp.AllocateRequest(
+        container_requests=[dp.ContainerAllocateRequest(devices_ids=[UNKNOWN_DEVICE_ID])]
+    )
+    try:
+        await stub.Allocate(unknown, timeout=timeout_s)
+    except grpc.aio.AioRpcError as err:
+        findings.note(f"unknown ID refused ({err.code().name})")
+    else:
+        findings.warn(f'accepted the unknown device ID "{UNKNOWN_DEVICE_ID}": refuse IDs you did not list')
+    if answered:
+        findings.note("; ".join(answered))
+    return findings.result()
+
+
+def _describe(response: dp.ContainerAllocateResponse, devices: int) -> str:
+    parts = [
+        f"{len(response.devices)} device spec(s)",
+        f"{len(response.mounts)} mount(s)",
+        f"{len(response.envs)} env(s)",
+        f"{len(response.cdi_devices)} CDI device(s)",
+    ]
+    return f"{devices} device(s) -> " + ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class RpcProbe:
+    """Whether an advertised RPC answered at all: what the options check reports."""
+
+    answered: bool
+    error: str = ""
+
+
+async def preferred_allocation_check(
+    stub: dp_grpc.DevicePluginAsyncStub,
+    options: dp.DevicePluginOptions,
+    healthy: Sequence[str],
+    timeout_s: float,
+) -> tuple[CheckResult, RpcProbe | None]:
+    """Check 5: a preferred allocation is a subset of the available IDs, holds must_include, has the size."""
+    findings = Findings(PREFERRED_ALLOCATION)
+    if not options.get_preferred_allocation_available:
+        return skipped(
+            PREFERRED_ALLOCATION, "not advertised: the kubelet never calls GetPreferredAllocation"
+        ), None
+    if not healthy:
+        return skipped(PREFERRED_ALLOCATION, f'not run: no device is "{HEALTHY}"'), None
+    # must_include is the *last* healthy device, so an answer that just takes the first N is caught.
+    cases = [
+        dp.ContainerPreferredAllocationRequest(
+            available_deviceIDs=healthy,
+            must_include_deviceIDs=[healthy[-1]],
+            allocation_size=min(2, len(healthy)),
+        ),
+        dp.ContainerPreferredAllocationRequest(available_deviceIDs=healthy, allocation_size=len(healthy)),
+    ]
+    probe: RpcProbe | None = None
+    for case in cases:
+        what = (
+            f"size {case.allocation_size} of {len(case.available_deviceIDs)}"
+            f" with must_include {list(case.must_include_deviceIDs)}"
+        )
+        try:
+            response = await stub.GetPreferredAllocation(
+                dp.PreferredAllocationRequest(container_requests=[case]), timeout=timeout_s
+            )
+        except grpc.aio.AioRpcError as err:
+            findings.fail(f"{what}: {rpc_error(err)}")
+            probe = probe or RpcProbe(False, rpc_error(err))
+            continue
+        probe = RpcProbe(True)
+        if len(response.container_responses) != 1:
+            findings.fail(f"{what}: {len(response.container_responses)} container responses for 1 request")
+            continue
+        picked = list(response.container_responses[0].deviceIDs)
+        for problem in preferred_allocation_problems(case, picked):
+            findings.fail(f"{what}: {problem} (got {picked})")
+    if not findings.failed:
+        findings.note(f"{len(cases)} requests answered with valid picks")
+    return findings.result(), probe
+
+
+async def pre_start_check(
+    stub: dp_grpc.DevicePluginAsyncStub,
+    options: dp.DevicePluginOptions,
+    healthy: Sequence[str],
+    timeout_s: float,
+) -> tuple[CheckResult, RpcProbe | None]:
+    """Check 6: PreStartContainer answers within the kubelet's 30 s when the plugin asks for it."""
+    findings = Findings(PRE_START)
+    if not options.pre_start_required:
+        return skipped(
+            PRE_START, "pre_start_required is false: the kubelet never calls PreStartContainer"
+        ), None
+    if not healthy:
+        return skipped(PRE_START, f'not run: no device is "{HEALTHY}"'), None
+    deadline_s = min(PRE_START_CONTAINER_TIMEOUT_S, timeout_s)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    try:
+        await stub.PreStartContainer(
+            dp.PreStartContainerRequest(devices_ids=list(healthy)), timeout=deadline_s
+        )
+    except grpc.aio.AioRpcError as err:
+        if err.code() is grpc.StatusCode.DEADLINE_EXCEEDED:
+            wider = (
+                ""
+                if deadline_s >= PRE_START_CONTAINER_TIMEOUT_S
+                else "; raise --timeout to test the full 30 s"
+            )
+            findings.fail(
+                f"no answer within {deadline_s:g} s "
+                f"(the kubelet allows {PRE_START_CONTAINER_TIMEOUT_S:g} s{wider})"
+            )
+        else:
+            findings.fail(f"PreStartContainer failed: {rpc_error(err)}")
+        return findings.result(), RpcProbe(False, rpc_error(err))
+    elapsed = loop.time() - started
+    findings.note(f"answered in {elapsed:.3f} s (the kubelet allows {PRE_START_CONTAINER_TIMEOUT_S:g} s)")
+    return findings.result(), RpcProbe(True)
+
+
+def options_check(
+    registered: dp.DevicePluginOptions,
+    served: dp.DevicePluginOptions,
+    preferred: RpcProbe | None,
+    pre_start: RpcProbe | None,
+) -> CheckResult:
+    """Check 2: what GetDevicePluginOptions advertises, the plugin does."""
+    findings = Findings(OPTIONS)
+    if registered != served:
+        findings.warn(
+            f"RegisterRequest.options ({_options(registered)}) differ from GetDevicePluginOptions "
+            f"({_options(served)}): kubelets before v1.26 use the first, newer ones the second"
+        )
+    if served.get_preferred_allocation_available:
+        if preferred is None:
+            findings.note("GetPreferredAllocation advertised, not probed (no healthy device)")
+        elif preferred.answered:
+            findings.note("GetPreferredAllocation advertised and answers")
+        else:
+            findings.fail(
+                "get_preferred_allocation_available is set but GetPreferredAllocation fails: "
+                f"{preferred.error}"
+            )
+    if served.pre_start_required:
+        if pre_start is None:
+            findings.note("PreStartContainer required, not probed (no healthy device)")
+        elif pre_start.answered:
+            findings.note("PreStartContainer required and answers")
+        else:
+            findings.fail(
+                f"pre_start_required is set but PreStartContainer fails: {pre_start.error} "
+                "(every container using the resource would fail to start)"
+            )
+    findings.note(_options(served))
+    return findings.result()
+
+
+def _options(options: dp.DevicePluginOptions) -> str:
+    return (
+        f"pre_start_required={options.pre_start_required}, "
+        f"get_preferred_allocation_available={options.get_preferred_allocation_available}"
+    )

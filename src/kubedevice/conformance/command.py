@@ -1,0 +1,85 @@
+"""`kubedevice conformance [OPTIONS] -- COMMAND [ARGS...]`: the CLI face of the checker."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+
+import typer
+from rich.console import Console
+from typer._click.core import Context
+from typer._click.exceptions import UsageError
+from typer.core import TyperCommand
+
+from kubedevice.conformance.runner import CommandError, ConformanceOptions, command_problem, run_conformance
+
+HELP = """Check a device plugin the way a kubelet would meet it, in seconds and without a cluster.
+
+Starts a stand-in kubelet in a temporary plugin directory, runs COMMAND with every {plugin_dir} in its
+arguments replaced by that directory (and $KUBEDEVICE_PLUGIN_DIR set to it), then checks registration,
+options, ListAndWatch, Allocate, GetPreferredAllocation, PreStartContainer, kubelet restarts and a
+kubelet that is away for a while. Exit code 0 when no check failed, 1 otherwise, 2 on usage errors.
+"""
+
+
+def _usage_error(message: str) -> typer.Exit:
+    typer.echo(f"kubedevice conformance: error: {message}", err=True)
+    return typer.Exit(2)
+
+
+class ConformanceCommand(TyperCommand):
+    """Usage errors as one line on stderr instead of a usage box, so scripts can read them."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Context | None = None, **extra: Any
+    ) -> Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except UsageError as exc:
+            raise _usage_error(exc.format_message()) from None
+
+
+#: Options end at the plugin command: everything from COMMAND on belongs to the plugin, `--` or not.
+CONTEXT_SETTINGS = {"allow_interspersed_args": False}
+
+
+def conformance(
+    timeout: float = typer.Option(
+        10.0, "--timeout", metavar="S", help="Seconds to wait for each registration and each answer."
+    ),
+    restarts: int = typer.Option(3, "--restarts", metavar="N", help="How many kubelet restarts to simulate."),
+    json_output: bool = typer.Option(False, "--json", help="Print the report as JSON instead of a table."),
+    absence: float = typer.Option(
+        3.0, "--absence", metavar="S", help="Seconds kubelet.sock stays away in the kubelet-absence check."
+    ),
+    command: list[str] | None = typer.Argument(None, metavar="-- COMMAND [ARGS...]", show_default=False),
+) -> None:
+    """Check a device plugin the way a kubelet would meet it."""
+    argv = tuple(command or ())
+    if not math.isfinite(timeout) or timeout <= 0:
+        raise _usage_error(f"--timeout must be a positive number of seconds, got {timeout:g}")
+    if restarts < 0:
+        raise _usage_error(f"--restarts must be 0 or more, got {restarts}")
+    if not math.isfinite(absence) or absence < 0:
+        raise _usage_error(f"--absence must be 0 or more seconds, got {absence:g}")
+    problem = command_problem(argv)
+    if problem is not None:
+        raise _usage_error(problem)
+    options = ConformanceOptions(command=argv, timeout_s=timeout, restarts=restarts, absence_s=absence)
+    try:
+        report = asyncio.run(run_conformance(options))
+    except CommandError as err:
+        raise _usage_error(str(err)) from None
+    if json_output:
+        typer.echo(report.to_json())
+    else:
+        report.print_table(Console())
+    raise typer.Exit(0 if report.passed else 1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `conformance` to the root `kubedevice` command."""
+    app.command("conformance", cls=ConformanceCommand, context_settings=CONTEXT_SETTINGS, help=HELP)(
+        conformance
+    )

@@ -1,0 +1,104 @@
+"""The plugin under test as a child process: started with the plugin dir filled in, watched, and stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Sequence
+from pathlib import Path
+
+#: Every `{plugin_dir}` in the command's arguments becomes the checker's temporary plugin directory.
+PLUGIN_DIR_PLACEHOLDER = "{plugin_dir}"
+#: The environment variable plugins built on our SDK read their plugin directory from.
+PLUGIN_DIR_ENV = "KUBEDEVICE_PLUGIN_DIR"
+
+
+def expand_command(command: Sequence[str], plugin_dir: Path) -> list[str]:
+    return [argument.replace(PLUGIN_DIR_PLACEHOLDER, str(plugin_dir)) for argument in command]
+
+
+class PluginProcess:
+    """One run of the plugin command, its output going to `log_path`.
+
+    `exited` is set the moment the process ends; `phase` names what the checker was doing then, so the
+    report can say when the plugin died.
+    """
+
+    def __init__(self, command: Sequence[str], plugin_dir: Path, log_path: Path) -> None:
+        self._command = expand_command(command, plugin_dir)
+        self._plugin_dir = plugin_dir
+        self.log_path = log_path
+        self.exited = asyncio.Event()
+        self.phase = "start-up"
+        self.exit_phase: str | None = None
+        self._process: asyncio.subprocess.Process | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        #: Set when the process ignored SIGTERM for the whole grace period.
+        self.killed = False
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self._process is None else self._process.returncode
+
+    async def start(self) -> None:
+        """Start the command; raises OSError when it cannot be executed."""
+        env = {**os.environ, PLUGIN_DIR_ENV: str(self._plugin_dir)}
+        log = await asyncio.to_thread(open, self.log_path, "ab")
+        try:
+            # A session of its own, so stopping it also reaches the children of a wrapper script.
+            self._process = await asyncio.create_subprocess_exec(
+                *self._command,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=asyncio.subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+        self._watcher = asyncio.create_task(self._watch(self._process))
+
+    async def _watch(self, process: asyncio.subprocess.Process) -> None:
+        await process.wait()
+        self.exit_phase = self.phase
+        self.exited.set()
+
+    async def wait_exit(self, timeout_s: float) -> bool:
+        """True when the process ended within `timeout_s`."""
+        try:
+            await asyncio.wait_for(self.exited.wait(), timeout=max(timeout_s, 0.0))
+        except TimeoutError:
+            return False
+        return True
+
+    async def stop(self, grace_s: float) -> None:
+        """SIGTERM, then SIGKILL when it has not ended after `grace_s`. Safe to call when already stopped."""
+        process = self._process
+        if process is None:
+            return
+        if process.returncode is None:
+            self._signal(process.pid, signal.SIGTERM)
+            if not await self.wait_exit(grace_s):
+                self.killed = True
+                self._signal(process.pid, signal.SIGKILL)
+                await self.exited.wait()
+        # Children it left behind in its session are ours to end too.
+        self._signal(process.pid, signal.SIGKILL)
+        if self._watcher is not None:
+            await self._watcher
+
+    @staticmethod
+    def _signal(pid: int, signum: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signum)
+
+    def log_tail(self, lines: int = 20) -> list[str]:
+        """The last lines the plugin printed (blocking read of a small file: call from a thread)."""
+        try:
+            data = self.log_path.read_bytes()
+        except FileNotFoundError:
+            return []
+        text = data[-64 * 1024 :].decode("utf-8", errors="replace")
+        return text.splitlines()[-lines:]

@@ -1,0 +1,296 @@
+"""One conformance run: a temporary plugin dir, a stand-in kubelet, the plugin process, the checks in order.
+
+The kubelet-restart checks (7 and 8) live here because they drive the stand-in kubelet and watch the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import statistics
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kubedevice.api.constants import DIAL_TIMEOUT_S
+from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
+from kubedevice.conformance.checks import (
+    ALLOCATE,
+    CHECK_NAMES,
+    KUBELET_ABSENCE,
+    KUBELET_RESTART,
+    LIST_AND_WATCH,
+    OPTIONS,
+    PLUGIN_PROCESS,
+    PRE_START,
+    PREFERRED_ALLOCATION,
+    REGISTRATION,
+    ListAndWatchFeed,
+    allocate_check,
+    healthy_ids,
+    list_and_watch_check,
+    options_check,
+    pre_start_check,
+    preferred_allocation_check,
+    registration_check,
+)
+from kubedevice.conformance.kubelet import FakeKubelet, RegistrationAttempt
+from kubedevice.conformance.process import PluginProcess
+from kubedevice.conformance.report import CheckResult, Findings, Report, Result, not_run, skipped
+
+_STOPPING = "stopping"
+
+
+class CommandError(Exception):
+    """The plugin command cannot be started at all (a usage error, not a conformance failure)."""
+
+
+@dataclass(frozen=True)
+class ConformanceOptions:
+    """What to run and how patient to be; `timeout_s` bounds every wait for the plugin."""
+
+    command: tuple[str, ...]
+    timeout_s: float = 10.0
+    restarts: int = 3
+    #: How long kubelet.sock stays away in check 8.
+    absence_s: float = 3.0
+    #: How long the plugin gets between SIGTERM and SIGKILL at the end.
+    stop_grace_s: float = 5.0
+
+
+async def run_conformance(options: ConformanceOptions) -> Report:
+    """Run every check against `options.command` and return the report; cleans up whatever happens.
+
+    Raises CommandError when the command cannot be executed.
+    """
+    # Short and under /tmp: unix socket paths are limited to 107 bytes.
+    root = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="kdc-", dir="/tmp"))
+    try:
+        plugin_dir = root / "dp"
+        await asyncio.to_thread(os.mkdir, plugin_dir, 0o750)
+        return await _Run(options, plugin_dir, root / "plugin.log").execute()
+    finally:
+        await asyncio.to_thread(shutil.rmtree, root, True)
+
+
+class _Run:
+    def __init__(self, options: ConformanceOptions, plugin_dir: Path, log_path: Path) -> None:
+        self.options = options
+        self.timeout_s = options.timeout_s
+        self.kubelet = FakeKubelet(plugin_dir, min(DIAL_TIMEOUT_S, options.timeout_s))
+        self.process = PluginProcess(options.command, plugin_dir, log_path)
+        self.loop = asyncio.get_running_loop()
+
+    async def execute(self) -> Report:
+        rows: dict[str, CheckResult] = {}
+        show_log = False
+        await self.kubelet.start()
+        try:
+            try:
+                await self.process.start()
+            except OSError as err:
+                raise CommandError(f"cannot run {self.options.command[0]!r}: {err.strerror or err}") from err
+            show_log = await self._checks(rows)
+        finally:
+            self.process.phase = _STOPPING
+            await self.process.stop(self.options.stop_grace_s)
+            await self.kubelet.stop()
+        rows[PLUGIN_PROCESS] = self._process_row()
+        log_tail = await asyncio.to_thread(self.process.log_tail) if show_log else []
+        return Report(tuple(rows[name] for name in CHECK_NAMES), tuple(log_tail))
+
+    # -- the checks, in the order the kubelet would meet the plugin --------------------------------------
+
+    async def _checks(self, rows: dict[str, CheckResult]) -> bool:
+        """Fill `rows`; True when the plugin's log should be shown (it never registered)."""
+        self.process.phase = "registration"
+        started = self.loop.time()
+        attempt = await self._next_attempt(started + self.timeout_s)
+        waited = (attempt.received_at if attempt else self.loop.time()) - started
+        rows[REGISTRATION] = registration_check(
+            attempt, waited, self.timeout_s, self.kubelet.socket_path, self._exit_note()
+        )
+        if attempt is None or not attempt.accepted or attempt.channel is None or attempt.options is None:
+            why = "the plugin did not register" if attempt is None else "the registration was refused"
+            for name in (OPTIONS, LIST_AND_WATCH, ALLOCATE, PREFERRED_ALLOCATION, PRE_START):
+                rows[name] = not_run(name, why)
+            rows[KUBELET_RESTART] = not_run(KUBELET_RESTART, why)
+            rows[KUBELET_ABSENCE] = not_run(KUBELET_ABSENCE, why)
+            return True
+
+        self.process.phase = "device checks"
+        stub = dp_grpc.DevicePluginStub(attempt.channel)
+        feed = ListAndWatchFeed(stub)
+        feed.start()
+        rows[LIST_AND_WATCH] = await list_and_watch_check(feed, self.timeout_s)
+        healthy = healthy_ids(feed.first)
+        rows[ALLOCATE] = await allocate_check(stub, healthy, self.timeout_s)
+        rows[PREFERRED_ALLOCATION], preferred = await preferred_allocation_check(
+            stub, attempt.options, healthy, self.timeout_s
+        )
+        rows[PRE_START], pre_start = await pre_start_check(stub, attempt.options, healthy, self.timeout_s)
+        rows[OPTIONS] = options_check(attempt.request.options, attempt.options, preferred, pre_start)
+        await feed.close()
+
+        resource = attempt.request.resource_name
+        restart_row, recovered = await self._kubelet_restarts(resource)
+        rows[KUBELET_RESTART] = restart_row
+        if recovered:
+            rows[KUBELET_ABSENCE] = await self._kubelet_absence(resource)
+        else:
+            rows[KUBELET_ABSENCE] = not_run(
+                KUBELET_ABSENCE, "the plugin did not come back after a kubelet restart"
+            )
+        return False
+
+    async def _kubelet_restarts(self, resource: str) -> tuple[CheckResult, bool]:
+        """Check 7: recreate kubelet.sock the way a starting kubelet does; the plugin must register again."""
+        count = self.options.restarts
+        if count <= 0:
+            return skipped(KUBELET_RESTART, "not run: --restarts 0"), True
+        findings = Findings(KUBELET_RESTART)
+        latencies: list[float] = []
+        for number in range(1, count + 1):
+            self.process.phase = f"kubelet restart {number}"
+            if self.process.exited.is_set():
+                findings.fail(f"restart {number}/{count}: the plugin {self._exit_note()}")
+                return findings.result(), False
+            self.kubelet.forget_attempts()
+            created = await self.kubelet.restart()
+            problem, latency = await self._await_return(
+                resource, created, f"restart {number}/{count}", findings
+            )
+            if problem is not None:
+                findings.fail(problem)
+                return findings.result(), False
+            latencies.append(latency)
+        findings.note(
+            f"re-registered {count}/{count} times; median {statistics.median(latencies) * 1000:.0f} ms, "
+            f"max {max(latencies) * 1000:.0f} ms after kubelet.sock was created again"
+        )
+        return findings.result(), True
+
+    async def _kubelet_absence(self, resource: str) -> CheckResult:
+        """Check 8: kubelet.sock gone for a while; the plugin must wait for it, not die, and come back."""
+        findings = Findings(KUBELET_ABSENCE)
+        self.process.phase = "kubelet absent"
+        absence = self.options.absence_s
+        await self.kubelet.stop()
+        # The absence itself is the scenario: the wait ends early only if the plugin dies meanwhile.
+        if await self.process.wait_exit(absence):
+            findings.fail(
+                f"the plugin {self._exit_note()} while kubelet.sock was absent: "
+                "keep running and wait for it to return"
+            )
+            return findings.result()
+        self.process.phase = "kubelet back"
+        self.kubelet.forget_attempts()
+        await self.kubelet.clean_plugin_dir()
+        created = await self.kubelet.start()
+        problem, latency = await self._await_return(resource, created, f"after {absence:g} s away", findings)
+        if problem is not None:
+            findings.fail(problem)
+        else:
+            findings.note(
+                f"survived {absence:g} s without kubelet.sock; re-registered {latency * 1000:.0f} ms after"
+            )
+        return findings.result()
+
+    async def _await_return(
+        self, resource: str, created: float, label: str, findings: Findings
+    ) -> tuple[str | None, float]:
+        """Wait for a re-registration and a non-empty device list on it; (problem, latency)."""
+        deadline = created + self.timeout_s
+        while True:
+            attempt = await self._next_attempt(deadline)
+            if attempt is None:
+                exit_note = self._exit_note()
+                if exit_note is not None:
+                    return f"{label}: the plugin {exit_note}", 0.0
+                return (
+                    f"{label}: no registration within {self.timeout_s:g} s "
+                    "after kubelet.sock was created again "
+                    "(watch the plugin directory and register again when kubelet.sock is created)",
+                    0.0,
+                )
+            if attempt.accepted:
+                break
+            findings.warn(f"{label}: a registration was refused first ({attempt.message})")
+        latency = attempt.received_at - created
+        if attempt.request.resource_name != resource:
+            return f'{label}: registered "{attempt.request.resource_name}" instead of "{resource}"', latency
+        assert attempt.channel is not None  # accepted attempts carry their connection
+        feed = ListAndWatchFeed(dp_grpc.DevicePluginStub(attempt.channel))
+        feed.start()
+        try:
+            if not await feed.wait_first(max(deadline - self.loop.time(), 1.0)):
+                why = f" ({feed.error})" if feed.error else ""
+                return (
+                    f"{label}: registered again but sent no device list: capacity would stay 0{why}",
+                    latency,
+                )
+            assert feed.first is not None
+            if not feed.first.devices:
+                return f"{label}: registered again with an empty device list: capacity would stay 0", latency
+        finally:
+            await feed.close()
+        return None, latency
+
+    async def _next_attempt(self, deadline: float) -> RegistrationAttempt | None:
+        """The next Register call before `deadline`; None on timeout or as soon as the plugin exits."""
+        next_call = asyncio.create_task(self.kubelet.next_attempt(deadline - self.loop.time()))
+        exited = asyncio.create_task(self.process.exited.wait())
+        try:
+            await asyncio.wait((next_call, exited), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            exited.cancel()
+        if next_call.done():
+            return next_call.result()
+        next_call.cancel()
+        # A call that raced the exit still counts.
+        pending = self.kubelet.forget_attempts()
+        return pending[0] if pending else None
+
+    # -- the process row --------------------------------------------------------------------------------
+
+    def _exit_note(self) -> str | None:
+        if not self.process.exited.is_set():
+            return None
+        return f"exited ({_describe_exit(self.process.returncode)})"
+
+    def _process_row(self) -> CheckResult:
+        phase = self.process.exit_phase
+        code = self.process.returncode
+        if phase is not None and phase != _STOPPING:
+            return CheckResult(
+                PLUGIN_PROCESS, Result.WARN, f"the plugin exited ({_describe_exit(code)}) during {phase}"
+            )
+        if self.process.killed:
+            return CheckResult(
+                PLUGIN_PROCESS,
+                Result.WARN,
+                f"ignored SIGTERM for {self.options.stop_grace_s:g} s and was killed: "
+                "exit promptly on SIGTERM",
+            )
+        return CheckResult(
+            PLUGIN_PROCESS, Result.PASS, f"ran until stopped; {_describe_exit(code)} on SIGTERM"
+        )
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def command_problem(command: Sequence[str]) -> str | None:
+    """Why `command` cannot be run, checked before anything starts, or None."""
+    if not command:
+        return "no plugin command given (usage: kubedevice conformance [OPTIONS] -- COMMAND [ARGS...])"
+    if shutil.which(command[0]) is None:
+        return f"command not found: {command[0]}"
+    return None
