@@ -15,9 +15,8 @@ from kubedevice.manager.checkpoint import CheckpointData, CheckpointStore, PodDe
 
 KUBEDEVICE = str(Path(sys.executable).parent / "kubedevice")
 
-TESTDATA = Path(__file__).resolve().parents[2].parent / "shared" / "testdata" / "checkpoints"
-if not TESTDATA.is_dir():
-    TESTDATA = Path("/work/shared/testdata/checkpoints")
+# Copies of the project's shared test vectors: real kubelet files and Go-generated ones.
+TESTDATA = Path(__file__).resolve().parents[1] / "data" / "checkpoints"
 
 
 def _vectors() -> dict[str, bytes]:

@@ -21,10 +21,8 @@ from kubedevice.manager.checkpoint import (
     spew_text,
 )
 
-TESTDATA = Path(__file__).resolve().parents[2].parent / "shared" / "testdata" / "checkpoints"
-if not TESTDATA.is_dir():
-    # CI lays shared/ beside the clone; a session works in /work/main beside /work/shared.
-    TESTDATA = Path("/work/shared/testdata/checkpoints")
+# Copies of the project's shared test vectors: real kubelet files and Go-generated ones.
+TESTDATA = Path(__file__).resolve().parents[1] / "data" / "checkpoints"
 
 
 def _real() -> list[bytes]:
