@@ -1,0 +1,259 @@
+"""`kubedevice demo`: the device manager's stories, played with real processes in a temporary root.
+
+The daemon and two fake plugins run as subprocesses; every step waits on a condition read from the
+status API, with a deadline, and fails with one clear line when the condition is not met. Everything
+started is killed and the temporary root removed, whatever happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from kubedevice.node.daemon import NodePaths
+from kubedevice.node.http import StatusClientError, get
+from kubedevice.node.tables import print_node, print_pods
+
+GPU = "example.com/gpu"
+NIC = "example.com/nic"
+STEP_DEADLINE_S = 15.0
+_POLL_S = 0.1
+_CLI = ("-c", "from kubedevice.cli import run; run()")
+
+_FITS = f"""apiVersion: v1
+kind: Pod
+metadata:
+  name: trainer
+  namespace: demo
+  annotations:
+    kubedevice.io/numa-affinity: "0"
+spec:
+  containers:
+  - name: train
+    resources:
+      limits:
+        {GPU}: 2
+        {NIC}: 1
+"""
+_TOO_BIG = f"""apiVersion: v1
+kind: Pod
+metadata:
+  name: greedy
+  namespace: demo
+spec:
+  containers:
+  - name: main
+    resources:
+      limits:
+        {GPU}: 8
+"""
+
+
+class DemoError(Exception):
+    """A step of the demo did not reach its condition; str() is the one line to print."""
+
+
+class _Demo:
+    def __init__(self, root: Path, console: Console) -> None:
+        self.root = root
+        self.paths = NodePaths.under(root)
+        self.console = console
+        self.daemon: asyncio.subprocess.Process | None = None
+        self.plugins: dict[str, asyncio.subprocess.Process] = {}
+        self._logs: list[Any] = []
+
+    def say(self, text: str) -> None:
+        self.console.print(f"\n[bold]==>[/bold] {text}", highlight=False)
+
+    async def _spawn(self, name: str, *args: str) -> asyncio.subprocess.Process:
+        # Closed in cleanup, once the process has ended.
+        log = await asyncio.to_thread(open, self.root / f"{name}.log", "ab")
+        self._logs.append(log)
+        return await asyncio.create_subprocess_exec(
+            sys.executable, *_CLI, *args, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log
+        )
+
+    async def start_daemon(self) -> None:
+        self.daemon = await self._spawn(
+            "daemon", "node", "--root-dir", str(self.root), "--stop-grace-period", "2s"
+        )
+        await self.until("the node daemon answers", lambda: self.node_has(lambda d: True))
+
+    async def start_plugin(self, resource: str) -> None:
+        name = resource.split("/")[1]
+        args = ["plugin", "fake", "--resource", resource, "--plugin-dir", str(self.paths.plugin_dir)]
+        args += (
+            ["--devices", "4", "--numa-nodes", "2", "--preferred"] if resource == GPU else ["--devices", "2"]
+        )
+        self.plugins[resource] = await self._spawn(f"plugin-{name}", *args, "--poll-interval", "0.2")
+
+    async def kill(self, process: asyncio.subprocess.Process | None) -> None:
+        if process is None or process.returncode is not None:
+            return
+        process.kill()
+        await process.wait()
+
+    async def status(self, path: str) -> Any:
+        return json.loads(await get(self.paths.status_socket, path, wait=2.0))
+
+    async def node_has(self, predicate: Callable[[dict[str, Any]], bool]) -> bool:
+        try:
+            return predicate(await self.status("/node"))
+        except StatusClientError:
+            return False
+
+    async def pods_have(self, predicate: Callable[[list[dict[str, Any]]], bool]) -> bool:
+        try:
+            return predicate(await self.status("/pods"))
+        except StatusClientError:
+            return False
+
+    async def until(self, what: str, condition: Callable[[], Awaitable[bool]]) -> None:
+        deadline = time.monotonic() + STEP_DEADLINE_S
+        while not await condition():
+            if self.daemon is not None and self.daemon.returncode is not None:
+                raise DemoError(
+                    f"the node daemon exited with code {self.daemon.returncode} while waiting: {what}"
+                )
+            if time.monotonic() > deadline:
+                raise DemoError(f"timed out after {STEP_DEADLINE_S:g}s waiting: {what}")
+            await asyncio.sleep(_POLL_S)
+        self.console.print(f"    ok: {what}", highlight=False)
+
+    async def show(self) -> None:
+        print_node(self.console, await self.status("/node"))
+        print_pods(self.console, await self.status("/pods"))
+
+    async def trainer_devices(self) -> dict[str, list[str]]:
+        for pod in await self.status("/pods"):
+            if pod.get("name") == "trainer":
+                return dict(pod["containers"][0]["devices"])
+        raise DemoError("pod demo/trainer is missing from /pods")
+
+    async def cleanup(self) -> None:
+        for process in [*self.plugins.values(), self.daemon]:
+            await self.kill(process)
+        for log in self._logs:
+            log.close()
+
+    def tail_logs(self) -> None:
+        for log_path in sorted(self.root.glob("*.log")):
+            lines = log_path.read_text(errors="replace").splitlines()[-8:]
+            if lines:
+                self.console.print(f"--- last lines of {log_path.name}", highlight=False)
+                for line in lines:
+                    self.console.print(line, highlight=False, markup=False)
+
+
+def _capacity(d: dict[str, Any], resource: str) -> int | None:
+    value = d["capacity"].get(resource)
+    return int(value) if value is not None else None
+
+
+async def _play(demo: _Demo) -> None:
+    demo.say(f"Starting the node daemon in {demo.root} and two fake device plugins")
+    await demo.start_daemon()
+    await demo.start_plugin(GPU)
+    await demo.start_plugin(NIC)
+    await demo.until(
+        "both plugins registered: 4 GPUs on 2 NUMA nodes, 2 NICs",
+        lambda: demo.node_has(lambda d: _capacity(d, GPU) == 4 and _capacity(d, NIC) == 2),
+    )
+
+    demo.say("Dropping two pods into the manifest folder: one fits, one asks for 8 GPUs")
+    (demo.paths.manifests / "trainer.yaml").write_text(_FITS)
+    (demo.paths.manifests / "greedy.yaml").write_text(_TOO_BIG)
+    await demo.until(
+        "trainer is Running and greedy Failed (UnexpectedAdmissionError)",
+        lambda: demo.pods_have(
+            lambda pods: (
+                {p.get("name"): p.get("phase") for p in pods} == {"trainer": "Running", "greedy": "Failed"}
+            )
+        ),
+    )
+    await demo.show()
+    before = await demo.trainer_devices()
+
+    demo.say("Story 1: the kubelet restarts. SIGKILL the daemon, start it again")
+    assert demo.daemon is not None
+    demo.daemon.send_signal(signal.SIGKILL)
+    await demo.daemon.wait()
+    await demo.start_daemon()
+    await demo.until(
+        "trainer kept its devices from the checkpoint, without a new admission",
+        lambda: demo.pods_have(
+            lambda pods: any(p.get("name") == "trainer" and p.get("phase") == "Running" for p in pods)
+        ),
+    )
+    if await demo.trainer_devices() != before:
+        raise DemoError(
+            f"trainer's devices changed across the restart: {before} -> {await demo.trainer_devices()}"
+        )
+    await demo.until(
+        "the plugins saw kubelet.sock come back, registered again, and capacity returned",
+        lambda: demo.node_has(
+            lambda d: _capacity(d, GPU) == 4 and _capacity(d, NIC) == 2 and d["allocatable"].get(GPU) == 4
+        ),
+    )
+    await demo.show()
+
+    demo.say("Story 2: the NIC plugin dies")
+    await demo.kill(demo.plugins[NIC])
+    await demo.until(
+        "its devices are unhealthy: allocatable 0, capacity kept",
+        lambda: demo.node_has(lambda d: _capacity(d, NIC) == 2 and d["allocatable"].get(NIC) == 0),
+    )
+    await demo.show()
+    await demo.until(
+        "after the 2s stop grace period the resource left capacity",
+        lambda: demo.node_has(lambda d: NIC not in d["capacity"]),
+    )
+    demo.say("The NIC plugin comes back")
+    await demo.start_plugin(NIC)
+    await demo.until(
+        "it registered again: capacity and allocatable are back",
+        lambda: demo.node_has(lambda d: _capacity(d, NIC) == 2 and d["allocatable"].get(NIC) == 2),
+    )
+    if await demo.trainer_devices() != before:
+        raise DemoError("trainer's devices changed while its plugin was away")
+    demo.console.print(
+        "    ok: trainer kept its NIC all along (devices stay allocated across plugin restarts)"
+    )
+    await demo.show()
+
+
+async def _main(console: Console) -> int:
+    root = Path(tempfile.mkdtemp(prefix="kubedevice-demo-", dir="/tmp"))
+    demo = _Demo(root, console)
+    try:
+        await _play(demo)
+    except (DemoError, StatusClientError) as err:
+        demo.tail_logs()
+        console.print(f"[red]demo failed:[/red] {err}", highlight=False)
+        return 1
+    finally:
+        with contextlib.suppress(Exception):
+            await demo.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+    console.print("\n[bold green]demo finished[/bold green]: every story ended as the kubelet's would.")
+    return 0
+
+
+def run_demo() -> int:
+    console = Console()
+    try:
+        return asyncio.run(_main(console))
+    except KeyboardInterrupt:
+        console.print("demo interrupted; everything it started was stopped")
+        return 1

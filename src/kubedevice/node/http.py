@@ -1,0 +1,161 @@
+"""A small HTTP/1.1 server and client for the status API, over a unix socket and optionally TCP.
+
+Only GET without a body is needed; each response closes the connection. Handlers are plain functions
+run on the loop, so they read the daemon's state without locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+MAX_REQUEST_HEAD = 16 * 1024
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    500: "Internal Server Error",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+
+    @classmethod
+    def json(cls, value: object, status: int = 200) -> Response:
+        return cls(status, (json.dumps(value, indent=1) + "\n").encode())
+
+    @classmethod
+    def text(cls, text: str, status: int = 200, content_type: str = "text/plain; charset=utf-8") -> Response:
+        return cls(status, text.encode(), content_type)
+
+
+Handler = Callable[[], Response]
+
+
+class StatusServer:
+    """Serves `routes` (path -> handler) on a unix socket (mode 0660) and optionally on host:port."""
+
+    def __init__(self, routes: dict[str, Handler]) -> None:
+        self._routes = routes
+        self._servers: list[asyncio.Server] = []
+        self.tcp_address: tuple[str, int] | None = None
+
+    async def start(self, unix_path: Path, tcp: tuple[str, int] | None = None) -> None:
+        await asyncio.to_thread(_remove_stale, unix_path)
+        server = await asyncio.start_unix_server(self._serve, path=str(unix_path))
+        os.chmod(unix_path, 0o660)
+        self._servers.append(server)
+        if tcp is not None:
+            host, port = tcp
+            try:
+                tcp_server = await asyncio.start_server(self._serve, host=host, port=port)
+            except OSError as err:
+                await self.stop()
+                raise OSError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
+            self._servers.append(tcp_server)
+            sockname = tcp_server.sockets[0].getsockname()
+            self.tcp_address = (str(sockname[0]), int(sockname[1]))
+
+    async def stop(self) -> None:
+        for server in self._servers:
+            server.close()
+        for server in self._servers:
+            await server.wait_closed()
+        self._servers.clear()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            response = await self._respond(reader)
+            head = (
+                f"HTTP/1.1 {response.status} {_REASONS.get(response.status, 'Error')}\r\n"
+                f"Content-Type: {response.content_type}\r\n"
+                f"Content-Length: {len(response.body)}\r\n"
+                "Connection: close\r\n\r\n"
+            )
+            writer.write(head.encode() + response.body)
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass  # the client went away; nothing to answer
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    async def _respond(self, reader: asyncio.StreamReader) -> Response:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.LimitOverrunError:
+            return Response.json({"error": "request head too large"}, 400)
+        if len(head) > MAX_REQUEST_HEAD:
+            return Response.json({"error": "request head too large"}, 400)
+        parts = head.split(b"\r\n", 1)[0].decode("latin-1").split()
+        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+            return Response.json({"error": "malformed request line"}, 400)
+        method, target = parts[0], parts[1]
+        path = target.split("?", 1)[0]
+        handler = self._routes.get(path)
+        if handler is None:
+            return Response.json(
+                {"error": f"no such path {path}; try {', '.join(sorted(self._routes))}"}, 404
+            )
+        if method not in ("GET", "HEAD"):
+            return Response.json({"error": f"method {method} not allowed; use GET"}, 405)
+        try:
+            response = handler()
+        except Exception as err:
+            log.exception("status handler for %s failed", path)
+            return Response.json({"error": f"{type(err).__name__}: {err}"}, 500)
+        return Response(response.status, b"", response.content_type) if method == "HEAD" else response
+
+
+def _remove_stale(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+class StatusClientError(Exception):
+    """The status API could not be reached or answered with an error; str() is one line."""
+
+
+async def get(unix_path: Path, path: str, wait: float = 5.0) -> bytes:
+    """GET `path` over the daemon's unix socket; returns the body of a 200 answer."""
+    try:
+        async with asyncio.timeout(wait):
+            reader, writer = await asyncio.open_unix_connection(str(unix_path))
+            try:
+                writer.write(f"GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
+                await writer.drain()
+                raw = await reader.read()
+            finally:
+                writer.close()
+                with contextlib.suppress(ConnectionError):
+                    await writer.wait_closed()
+    except TimeoutError:
+        raise StatusClientError(f"no answer from {unix_path} within {wait:g}s") from None
+    except OSError as err:
+        raise StatusClientError(
+            f"cannot reach the node daemon at {unix_path}: {err.strerror or err} "
+            "(is `kubedevice node` running?)"
+        ) from None
+    head, sep, body = raw.partition(b"\r\n\r\n")
+    status_line = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
+    if not sep or len(status_line) < 2 or not status_line[1].isdigit():
+        raise StatusClientError(f"malformed answer from {unix_path}")
+    if status_line[1] != "200":
+        raise StatusClientError(
+            f"GET {path} failed: HTTP {status_line[1]}: {body.decode(errors='replace').strip()}"
+        )
+    return body

@@ -1,0 +1,321 @@
+"""Pods from a manifest folder, like the kubelet's static pods: each file holds one or more v1 Pods.
+
+Parsing is strict about what the device manager depends on (names, integer device counts, requests equal
+to limits) and ignores the rest of the Pod. A file that cannot be used is reported with its reason and
+never affects the pods of other files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubedevice.manager.registration import is_extended_resource_name
+from kubedevice.manager.types import Container, Pod
+from kubedevice.node.quantity import parse_device_count
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+#: Annotation that sets every container's NUMA affinity ("0,1"), standing in for a topology manager.
+NUMA_AFFINITY_ANNOTATION = "kubedevice.io/numa-affinity"
+#: Annotation that marks a pod as finished ("Succeeded"); such a pod is never admitted.
+PHASE_ANNOTATION = "kubedevice.io/phase"
+SUCCEEDED = "Succeeded"
+
+
+class ManifestError(ValueError):
+    """Why a manifest file cannot be used; str() is one line naming the problem."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodManifest:
+    """One Pod read from a manifest file."""
+
+    file: str
+    pod: Pod
+    #: Hash of the file's bytes: a different value means the manifest changed.
+    digest: str
+    #: The manifest says the pod already finished; it is shown but never admitted.
+    succeeded: bool = False
+
+    @property
+    def uid(self) -> str:
+        return self.pod.uid
+
+
+def derive_uid(namespace: str, name: str, content: bytes) -> str:
+    """A stable UID from the pod's identity and the file's bytes, so editing the file makes a new pod."""
+    h = hashlib.sha256()
+    for part in (namespace.encode(), b"\0", name.encode(), b"\0", content):
+        h.update(part)
+    x = h.hexdigest()
+    return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:32]}"
+
+
+def parse_manifest(file_name: str, content: bytes) -> list[PodManifest]:
+    """Every Pod of one file. Raises ManifestError naming the document and field at fault."""
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ManifestError(f"not UTF-8 text: {err}") from None
+    try:
+        if file_name.endswith(".json"):
+            docs: list[Any] = [json.loads(text)] if text.strip() else []
+        else:
+            docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except (yaml.YAMLError, json.JSONDecodeError) as err:
+        kind = "JSON" if file_name.endswith(".json") else "YAML"
+        raise ManifestError(f"{kind} error: {' '.join(str(err).split())}") from None
+    flat: list[Any] = []
+    for doc in docs:
+        if isinstance(doc, Mapping) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+            flat.extend(doc["items"])
+        else:
+            flat.append(doc)
+    if not flat:
+        raise ManifestError("no Pod in the file")
+    digest = hashlib.sha256(content).hexdigest()[:16]
+    pods = [
+        _parse_pod(doc, index, len(flat) > 1, content, file_name, digest) for index, doc in enumerate(flat)
+    ]
+    seen: set[tuple[str, str]] = set()
+    for m in pods:
+        key = (m.pod.namespace, m.pod.name)
+        if key in seen:
+            raise ManifestError(f"pod {m.pod.namespace}/{m.pod.name} appears twice")
+        seen.add(key)
+    return pods
+
+
+def _parse_pod(doc: Any, index: int, many: bool, content: bytes, file_name: str, digest: str) -> PodManifest:
+    where = f"document {index + 1}: " if many else ""
+    if not isinstance(doc, Mapping):
+        raise ManifestError(f"{where}not a Pod (a {type(doc).__name__}, not a mapping)")
+    kind, api_version = doc.get("kind"), doc.get("apiVersion")
+    if kind != "Pod" or api_version != "v1":
+        raise ManifestError(f"{where}not a v1 Pod (kind {kind!r}, apiVersion {api_version!r})")
+    metadata = _mapping(doc.get("metadata"), f"{where}metadata")
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        raise ManifestError(f"{where}missing metadata.name")
+    namespace = metadata.get("namespace", "default")
+    if not isinstance(namespace, str) or not namespace:
+        raise ManifestError(f"{where}metadata.namespace must be a non-empty string")
+    where = f"pod {namespace}/{name}: "
+    uid = metadata.get("uid")
+    if uid is None:
+        uid = derive_uid(namespace, name, content)
+    elif not isinstance(uid, str) or not uid:
+        raise ManifestError(f"{where}metadata.uid must be a non-empty string")
+    annotations = _mapping(metadata.get("annotations"), f"{where}metadata.annotations")
+    affinity = _numa_affinity(annotations.get(NUMA_AFFINITY_ANNOTATION), where)
+    spec = _mapping(doc.get("spec"), f"{where}spec")
+    status = _mapping(doc.get("status"), f"{where}status")
+    init = _containers(spec.get("initContainers"), f"{where}spec.initContainers", affinity, required=False)
+    apps = _containers(spec.get("containers"), f"{where}spec.containers", affinity, required=True)
+    names = [c.name for c in (*init, *apps)]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ManifestError(f"{where}container name {duplicates[0]!r} is used twice")
+    succeeded = status.get("phase") == SUCCEEDED or annotations.get(PHASE_ANNOTATION) == SUCCEEDED
+    pod = Pod(uid=uid, namespace=namespace, name=name, init_containers=init, containers=apps)
+    return PodManifest(file=file_name, pod=pod, digest=digest, succeeded=succeeded)
+
+
+def _mapping(value: Any, what: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ManifestError(f"{what} must be a mapping")
+    return value
+
+
+def _numa_affinity(value: Any, where: str) -> frozenset[int] | None:
+    if value is None:
+        return None
+    try:
+        nodes = frozenset(int(part) for part in str(value).split(","))
+    except ValueError:
+        nodes = frozenset({-1})
+    if not nodes or min(nodes) < 0:
+        raise ManifestError(
+            f"{where}annotation {NUMA_AFFINITY_ANNOTATION} must list NUMA node numbers "
+            f'like "0,1", got {value!r}'
+        )
+    return nodes
+
+
+def _containers(value: Any, what: str, affinity: frozenset[int] | None, *, required: bool) -> list[Container]:
+    if value is None:
+        value = []
+    if not isinstance(value, list):
+        raise ManifestError(f"{what} must be a list")
+    if required and not value:
+        raise ManifestError(f"{what} must list at least one container")
+    out: list[Container] = []
+    for i, raw in enumerate(value):
+        if not isinstance(raw, Mapping):
+            raise ManifestError(f"{what}[{i}] must be a mapping")
+        name = raw.get("name")
+        if not isinstance(name, str) or not name:
+            raise ManifestError(f"{what}[{i}] has no name")
+        restart_policy = raw.get("restartPolicy")
+        if restart_policy is not None and not isinstance(restart_policy, str):
+            raise ManifestError(f"{what}[{i}] ({name}): restartPolicy must be a string")
+        limits = _device_limits(raw.get("resources"), f"{what}[{i}] ({name})")
+        out.append(Container(name=name, limits=limits, restart_policy=restart_policy, numa_affinity=affinity))
+    return out
+
+
+def _device_limits(value: Any, where: str) -> dict[str, int]:
+    """Extended resources of one container; requests must equal limits for them, as the API server demands."""
+    resources = _mapping(value, f"{where}: resources")
+    limits = _mapping(resources.get("limits"), f"{where}: resources.limits")
+    requests = _mapping(resources.get("requests"), f"{where}: resources.requests")
+    out: dict[str, int] = {}
+    for resource in sorted({*limits, *requests}):
+        if not isinstance(resource, str) or not _is_extended(resource, where):
+            continue
+        if resource not in limits:
+            raise ManifestError(
+                f"{where}: {resource} has requests but no limits; extended resources need limits"
+            )
+        try:
+            count = parse_device_count(limits[resource])
+        except ValueError as err:
+            raise ManifestError(f"{where}: limits of {resource}: {err}") from None
+        if resource in requests:
+            try:
+                requested = parse_device_count(requests[resource])
+            except ValueError as err:
+                raise ManifestError(f"{where}: requests of {resource}: {err}") from None
+            if requested != count:
+                raise ManifestError(
+                    f"{where}: requests ({requested}) and limits ({count}) of {resource} must be equal"
+                )
+        out[resource] = count
+    return out
+
+
+def _is_extended(resource: str, where: str) -> bool:
+    if "/" not in resource or "kubernetes.io/" in resource:
+        return False  # cpu, memory, hugepages-*, and other native resources: not the device manager's
+    if not is_extended_resource_name(resource):
+        raise ManifestError(f"{where}: {resource!r} is not a valid extended resource name")
+    return True
+
+
+@dataclass(slots=True)
+class ScanResult:
+    """What the folder holds now: pods in file-name order, and the files that could not be used."""
+
+    pods: list[PodManifest] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Cached:
+    key: tuple[int, int, int]
+    digest: bytes
+    pods: list[PodManifest] | None
+    error: str | None
+
+
+class ManifestFolder:
+    """Reads a manifest folder, re-parsing only the files whose size, mtime or content changed.
+
+    `scan()` does blocking file I/O: call it in a thread.
+    """
+
+    def __init__(self, folder: Path, *, allow_symlinks: bool = False) -> None:
+        self.folder = folder
+        self.allow_symlinks = allow_symlinks
+        self._cache: dict[str, _Cached] = {}
+
+    def scan(self, known_uids: Collection[str] = ()) -> ScanResult:
+        """The folder's pods; on a UID or name clash the pod in `known_uids` (already running) wins."""
+        result = ScanResult()
+        try:
+            names = sorted(os.listdir(self.folder))
+        except FileNotFoundError:
+            names = []
+        except OSError as err:
+            result.errors[str(self.folder)] = f"cannot list the manifest folder: {err.strerror or err}"
+            return result
+        real_folder = os.path.realpath(self.folder)
+        seen: set[str] = set()
+        for name in names:
+            if name.startswith(".") or not name.endswith(MANIFEST_SUFFIXES):
+                continue  # editors' temporary files and unrelated files
+            path = self.folder / name
+            if path.is_dir():
+                continue
+            seen.add(name)
+            pods, error = self._read(name, path, real_folder)
+            if error is not None:
+                result.errors[name] = error
+            else:
+                result.pods.extend(pods or [])
+        for gone in set(self._cache) - seen:
+            del self._cache[gone]
+        _drop_duplicates(result, known_uids)
+        return result
+
+    def _read(self, name: str, path: Path, real_folder: str) -> tuple[list[PodManifest] | None, str | None]:
+        if path.is_symlink() and not self.allow_symlinks:
+            target = os.path.realpath(path)
+            if os.path.commonpath([target, real_folder]) != real_folder:
+                self._cache.pop(name, None)
+                return None, f"symlink to {target} points outside the manifest folder (see --allow-symlinks)"
+        try:
+            st = path.stat()
+            key = (st.st_mtime_ns, st.st_size, st.st_ino)
+            cached = self._cache.get(name)
+            if cached is not None and cached.key == key:
+                return cached.pods, cached.error
+            content = path.read_bytes()
+        except FileNotFoundError:
+            self._cache.pop(name, None)
+            return None, "the file vanished while it was read"
+        except OSError as err:
+            return None, f"cannot read: {err.strerror or err}"
+        digest = hashlib.sha256(content).digest()
+        if cached is not None and cached.digest == digest:
+            cached.key = key
+            return cached.pods, cached.error
+        try:
+            pods: list[PodManifest] | None = parse_manifest(name, content)
+            error = None
+        except ManifestError as err:
+            pods, error = None, str(err)
+        self._cache[name] = _Cached(key, digest, pods, error)
+        return pods, error
+
+
+def _drop_duplicates(result: ScanResult, known_uids: Collection[str]) -> None:
+    """A UID or namespace/name already taken by a known pod or an earlier file makes a bad file."""
+    uids: dict[str, str] = {}
+    names: dict[tuple[str, str], str] = {}
+    bad: dict[str, str] = {}
+    known = set(known_uids)
+    for m in sorted(result.pods, key=lambda m: m.uid not in known):
+        key = (m.pod.namespace, m.pod.name)
+        other = uids.get(m.uid) or names.get(key)
+        if other is not None and other != m.file:
+            bad.setdefault(m.file, f"pod {key[0]}/{key[1]} (uid {m.uid}) is already defined by {other}")
+            continue
+        uids[m.uid] = m.file
+        names[key] = m.file
+    if bad:
+        result.pods = [m for m in result.pods if m.file not in bad]
+        result.errors.update(bad)
+
+
+def pods_by_uid(manifests: Iterable[PodManifest]) -> dict[str, PodManifest]:
+    return {m.uid: m for m in manifests}

@@ -1,0 +1,86 @@
+"""The node's pods: what each manifest pod became (phase, reason, message, run options)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from kubedevice.manager.types import Pod, RunContainerOptions
+from kubedevice.node.manifests import PodManifest
+from kubedevice.node.state import SavedPod
+
+PodPhase = Literal["Pending", "Running", "Failed", "Succeeded"]
+PHASES: tuple[PodPhase, ...] = ("Pending", "Running", "Failed", "Succeeded")
+#: The kubelet's pod status reason when the device manager refuses a pod.
+ADMISSION_ERROR_REASON = "UnexpectedAdmissionError"
+
+
+@dataclass(slots=True)
+class PodRecord:
+    manifest: PodManifest
+    phase: PodPhase = "Pending"
+    reason: str = ""
+    message: str = ""
+    #: container name -> run options computed when it started (None: it holds no devices).
+    run_options: dict[str, RunContainerOptions | None] = field(default_factory=dict)
+
+    @property
+    def uid(self) -> str:
+        return self.manifest.uid
+
+    @property
+    def pod(self) -> Pod:
+        return self.manifest.pod
+
+    @property
+    def active(self) -> bool:
+        """The kubelet's "active pod": not terminated, so its devices are kept."""
+        return self.phase in ("Pending", "Running")
+
+    def saved(self) -> SavedPod:
+        return SavedPod(
+            namespace=self.pod.namespace,
+            name=self.pod.name,
+            phase=self.phase,
+            reason=self.reason,
+            message=self.message,
+            digest=self.manifest.digest,
+        )
+
+
+class PodTable:
+    """Pods by UID, in the order they were first seen."""
+
+    def __init__(self) -> None:
+        self._pods: dict[str, PodRecord] = {}
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._pods
+
+    def __iter__(self) -> Iterator[PodRecord]:
+        return iter(list(self._pods.values()))
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def get(self, uid: str) -> PodRecord | None:
+        return self._pods.get(uid)
+
+    def add(self, record: PodRecord) -> None:
+        self._pods[record.uid] = record
+
+    def remove(self, uid: str) -> PodRecord | None:
+        return self._pods.pop(uid, None)
+
+    def active_uids(self) -> list[str]:
+        return [r.uid for r in self._pods.values() if r.active]
+
+    def count_by_phase(self) -> dict[PodPhase, int]:
+        counts: dict[PodPhase, int] = dict.fromkeys(PHASES, 0)
+        for record in self._pods.values():
+            counts[record.phase] += 1
+        return counts
+
+    def saved(self) -> dict[str, SavedPod]:
+        return {r.uid: r.saved() for r in self._pods.values()}

@@ -1,0 +1,92 @@
+"""The daemon's small memory of pod phases, so a restart does not admit Failed or Succeeded pods again.
+
+Devices are remembered by the device manager's checkpoint; this file only keeps what the kubelet would
+learn back from the API server: each pod's phase, reason and message, and which manifest content it had.
+It is written atomically (temp file, fsync, rename) from a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+STATE_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class SavedPod:
+    namespace: str
+    name: str
+    phase: str
+    reason: str
+    message: str
+    #: The manifest's content hash when the phase was reached; another hash is another pod version.
+    digest: str
+
+
+class PodStateFile:
+    """`{"version": 1, "pods": {uid: SavedPod}}` at `path`; writes are serialized and atomic."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = asyncio.Lock()
+        self._last_written: dict[str, SavedPod] | None = None
+
+    def load(self) -> dict[str, SavedPod]:
+        """The saved pods; a missing file is empty, an unreadable one is logged and treated as empty."""
+        try:
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as err:
+            log.error("ignoring unreadable pod state file %s: %s", self.path, err)
+            return {}
+        pods: dict[str, SavedPod] = {}
+        entries: Any = raw.get("pods") if isinstance(raw, dict) else None
+        if not isinstance(entries, dict) or raw.get("version") != STATE_VERSION:
+            log.error("ignoring pod state file %s: not a version %d state file", self.path, STATE_VERSION)
+            return {}
+        for uid, entry in entries.items():
+            try:
+                pods[uid] = SavedPod(**{k: str(entry[k]) for k in SavedPod.__dataclass_fields__})
+            except (KeyError, TypeError):
+                log.error("ignoring malformed entry for pod %s in %s", uid, self.path)
+        self._last_written = dict(pods)
+        return pods
+
+    async def save(self, pods: dict[str, SavedPod]) -> None:
+        """Write `pods` unless it equals what was last written."""
+        async with self._lock:
+            if pods == self._last_written:
+                return
+            snapshot = dict(pods)
+            await asyncio.to_thread(_write_atomic, self.path, snapshot)
+            self._last_written = snapshot
+
+
+def _write_atomic(path: Path, pods: dict[str, SavedPod]) -> None:
+    body = json.dumps(
+        {"version": STATE_VERSION, "pods": {uid: asdict(p) for uid, p in sorted(pods.items())}},
+        indent=1,
+        sort_keys=True,
+    )
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

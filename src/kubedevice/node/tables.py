@@ -1,0 +1,55 @@
+"""The status API's answers as rich tables, for `kubedevice status`, `kubedevice pods` and the demo."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def print_node(console: Console, data: dict[str, Any]) -> None:
+    table = Table(title="Device-plugin resources")
+    for column in ("resource", "capacity", "allocatable", "endpoint", "healthy", "unhealthy"):
+        table.add_column(column)
+    for resource, info in sorted(data["resources"].items()):
+        endpoint = info["endpoint"]
+        if info["stoppedSeconds"] is not None:
+            endpoint += f" ({info['stoppedSeconds']:.0f}s)"
+        table.add_row(
+            resource,
+            str(data["capacity"].get(resource, "-")),
+            str(data["allocatable"].get(resource, "-")),
+            endpoint,
+            ",".join(info["healthy"]),
+            ",".join(info["unhealthy"]),
+        )
+    console.print(table)
+    if data["checkpoint"]["error"]:
+        console.print(
+            f"checkpoint {data['checkpoint']['path']}: {data['checkpoint']['error']}", highlight=False
+        )
+
+
+def print_pods(console: Console, data: list[dict[str, Any]]) -> None:
+    table = Table(title="Pods")
+    for column in ("namespace/name", "phase", "container", "devices", "reason: message"):
+        table.add_column(column)
+    errors = []
+    for entry in data:
+        if "error" in entry:
+            errors.append(entry)
+            continue
+        containers = entry["containers"] or [{"name": "", "devices": {}}]
+        for i, c in enumerate(containers):
+            first = i == 0
+            table.add_row(
+                f"{entry['namespace']}/{entry['name']}" if first else "",
+                entry["phase"] if first else "",
+                c["name"],
+                "; ".join(f"{r}: {','.join(ids)}" for r, ids in c["devices"].items()),
+                (f"{entry['reason']}: {entry['message']}" if entry["reason"] else "") if first else "",
+            )
+    console.print(table)
+    for entry in errors:
+        console.print(f"bad manifest {entry['file']}: {entry['error']}", highlight=False)

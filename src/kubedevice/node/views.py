@@ -1,0 +1,100 @@
+"""What the status API answers: the node's devices (`/node`) and its pods (`/pods`), as JSON-ready data."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from kubedevice.manager import DeviceManager, RunContainerOptions
+from kubedevice.node.pods import PodRecord
+
+
+def _device_ids(manager: DeviceManager, resource: str) -> tuple[list[str], list[str]]:
+    # The facade exposes counts (registered_resources) and healthy IDs (get_allocatable_devices) but not
+    # the unhealthy IDs, which the status page lists; read the manager's per-resource bookkeeping.
+    devices = manager._devices.get(resource)
+    if devices is None:
+        return [], []
+    return sorted(devices.healthy), sorted(devices.unhealthy)
+
+
+def node_view(manager: DeviceManager, checkpoint_path: Path) -> dict[str, Any]:
+    capacity, allocatable, _deleted = manager.get_capacity()
+    resources: dict[str, Any] = {}
+    for status in manager.registered_resources():
+        healthy, unhealthy = _device_ids(manager, status.resource_name)
+        resources[status.resource_name] = {
+            "healthy": healthy,
+            "unhealthy": unhealthy,
+            "endpoint": status.state,
+            "stoppedSeconds": status.stopped_seconds,
+            "allocated": status.allocated,
+            "endpoints": status.endpoints,
+            "preStartRequired": status.pre_start_required,
+            "getPreferredAllocationAvailable": status.get_preferred_allocation_available,
+            "warning": status.last_warning,
+        }
+    return {
+        "capacity": dict(sorted(capacity.items())),
+        "allocatable": dict(sorted(allocatable.items())),
+        "resources": resources,
+        "checkpoint": {"path": str(checkpoint_path), "error": manager.checkpoint_error},
+    }
+
+
+def run_options_view(options: RunContainerOptions | None) -> dict[str, Any]:
+    opts = options if options is not None else RunContainerOptions()
+    return {
+        "envs": dict(opts.envs),
+        "mounts": [
+            {"containerPath": m.container_path, "hostPath": m.host_path, "readOnly": m.read_only}
+            for m in opts.mounts
+        ],
+        "devices": [
+            {"containerPath": d.path_in_container, "hostPath": d.path_on_host, "permissions": d.permissions}
+            for d in opts.devices
+        ],
+        "annotations": dict(opts.annotations),
+        "cdiDevices": list(opts.cdi_devices),
+    }
+
+
+def pod_view(manager: DeviceManager, record: PodRecord) -> dict[str, Any]:
+    pod = record.pod
+    containers: list[dict[str, Any]] = []
+    for c in [*pod.init_containers, *pod.containers]:
+        devices = manager.get_devices(pod.uid, c.name) or {}
+        health = manager.allocated_resources_status(pod.uid, c.name)
+        containers.append(
+            {
+                "name": c.name,
+                "devices": {r: sorted(ids) for r, ids in sorted(devices.items())},
+                "runOptions": run_options_view(record.run_options.get(c.name)),
+                "allocatedResourcesStatus": [
+                    {
+                        "name": resource,
+                        "resources": [{"resourceID": d, "health": h} for d, h in sorted(per_device.items())],
+                    }
+                    for resource, per_device in sorted(health.items())
+                ],
+            }
+        )
+    return {
+        "namespace": pod.namespace,
+        "name": pod.name,
+        "uid": pod.uid,
+        "file": record.manifest.file,
+        "phase": record.phase,
+        "reason": record.reason,
+        "message": record.message,
+        "containers": containers,
+    }
+
+
+def pods_view(
+    manager: DeviceManager, records: Iterable[PodRecord], bad_files: Mapping[str, str]
+) -> list[Any]:
+    out: list[Any] = [pod_view(manager, r) for r in records]
+    out.extend({"file": f, "error": e} for f, e in sorted(bad_files.items()))
+    return out
