@@ -1,0 +1,48 @@
+"""A complete plugin for a made-up device: "thermal widgets", each a directory under a sysfs-like root.
+
+Run:  python examples/thermal_widget.py --root /sys/class/widget [--plugin-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from collections.abc import Sequence
+
+from kubedevice.plugin import Allocation, Device, DevicePlugin, DeviceSpec, serve
+
+
+class ThermalWidgetPlugin(DevicePlugin):
+    resource_name = "example.com/thermal-widget"
+    poll_interval = 0.1
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    async def devices(self) -> Sequence[Device]:
+        return await asyncio.to_thread(self._scan)
+
+    def _scan(self) -> list[Device]:
+        found = []
+        for name in sorted(os.listdir(self.root)):
+            with open(os.path.join(self.root, name, "temp")) as f:
+                too_hot = int(f.read()) > 90
+            with open(os.path.join(self.root, name, "numa_node")) as f:
+                node = int(f.read())
+            found.append(Device(name, healthy=not too_hot, numa_nodes=(node,)))
+        return found
+
+    async def allocate(self, devices: Sequence[Device]) -> Allocation:
+        return Allocation(
+            envs={"WIDGETS": ",".join(d.id for d in devices)},
+            devices=[DeviceSpec(f"/dev/{d.id}", f"/dev/{d.id}", "rw") for d in devices],
+        )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--root", required=True)
+    parser.add_argument("--plugin-dir", default="/var/lib/kubelet/device-plugins")
+    args = parser.parse_args()
+    serve(ThermalWidgetPlugin(args.root), args.plugin_dir)
