@@ -73,6 +73,8 @@ class ResourceDevices:
         add_healthy = healthy.add
         add_unhealthy = unhealthy.add
         count = 0
+        # Devices usually sit on one NUMA node: share one tuple per node instead of one per device.
+        single: dict[int, tuple[int]] = {}
         for d in devices:
             count += 1
             did = d.ID
@@ -83,9 +85,17 @@ class ResourceDevices:
                 add_unhealthy(did)
                 if health != UNHEALTHY:
                     unknown[did] = health
-            nodes = d.topology.nodes
-            if nodes:
-                topology[did] = tuple(n.ID for n in nodes)
+            if d.HasField("topology"):
+                nodes = d.topology.nodes
+                k = len(nodes)
+                if k == 1:
+                    nid = nodes[0].ID
+                    shared = single.get(nid)
+                    if shared is None:
+                        shared = single[nid] = (nid,)
+                    topology[did] = shared
+                elif k:
+                    topology[did] = tuple([n.ID for n in nodes])
         report = SnapshotReport(unknown_health=unknown)
         if count != len(healthy) + len(unhealthy) or healthy & unhealthy:
             # Duplicates are rare: redo the message slowly so the last occurrence wins, as the kubelet's

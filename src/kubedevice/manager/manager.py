@@ -336,10 +336,9 @@ class DeviceManager:
         after = self._health_of_allocated(resource, devices)
         changed_pods = {pod for pod, health in after.items() if before.get(pod) != health}
         self._changes.publish(Change("devices", resource, tuple(sorted(changed_pods))))
-        try:
-            await self._writer.write()
-        except CheckpointWriteError as err:
-            log.error("%s", err)
+        # Not awaited: the stream goes on while the write runs, and a burst of snapshots folds into
+        # one or two writes of the latest state (a failure is only logged, as in the kubelet).
+        self._track(self._writer.request())
 
     def _health_of_allocated(
         self, resource: str, devices: ResourceDevices
