@@ -147,9 +147,9 @@ def registration_check(
         findings.fail(f"endpoint refused: {attempt.message}")
     elif attempt.refusal is Refusal.NOT_SERVING:
         findings.fail(
-            f'the plugin socket "{request.endpoint}" did not answer when Register was called: serve the '
-            "DevicePlugin service before calling Register, the kubelet dials it inside Register "
-            f"({attempt.message})"
+            f'the plugin socket "{request.endpoint}" did not answer when Register was called '
+            f"({attempt.reason}): serve the DevicePlugin service before calling Register, "
+            "the kubelet dials it inside Register"
         )
     elif attempt.refusal is Refusal.OPTIONS:
         findings.fail(f"the kubelet could not read the plugin's options: {attempt.message}")
@@ -208,28 +208,37 @@ async def allocate_check(
     if len(healthy) > 1:
         cases.append(list(healthy))
     answered: list[str] = []
+    # The same mistake usually shows in every case: say it once, with the cases it showed in.
+    failures: dict[str, list[int]] = {}
+    warnings: dict[str, list[int]] = {}
     for ids in cases:
-        what = f"Allocate of {len(ids)} device(s)"
         request = dp.AllocateRequest(container_requests=[dp.ContainerAllocateRequest(devices_ids=ids)])
         try:
             response = await stub.Allocate(request, timeout=timeout_s)
         except grpc.aio.AioRpcError as err:
-            findings.fail(f"{what} failed: {rpc_error(err)}")
+            failures.setdefault(f"Allocate failed: {rpc_error(err)}", []).append(len(ids))
             continue
         count = len(response.container_responses)
         if count != 1:
-            findings.fail(
-                f"{what}: {count} container responses for 1 container request "
+            message = (
+                f"{count} container responses for 1 container request "
                 "(answer exactly one per request, in order; the kubelet fails the pod otherwise)"
             )
+            failures.setdefault(message, []).append(len(ids))
         for container in response.container_responses:
             problems = container_response_problems(container)
             for failure in problems.failures:
-                findings.fail(f"{what}: {failure}")
+                failures.setdefault(failure, []).append(len(ids))
             for warning in problems.warnings:
-                findings.warn(f"{what}: {warning}")
+                warnings.setdefault(warning, []).append(len(ids))
         if count:
             answered.append(_describe(response.container_responses[0], len(ids)))
+    for message, sizes in failures.items():
+        findings.fail(f"{message} ({_cases(sizes)})")
+    for message, sizes in warnings.items():
+        findings.warn(f"{message} ({_cases(sizes)})")
+    if answered:
+        findings.note("; ".join(answered))
     unknown = dp.AllocateRequest(
         container_requests=[dp.ContainerAllocateRequest(devices_ids=[UNKNOWN_DEVICE_ID])]
     )
@@ -239,9 +248,11 @@ async def allocate_check(
         findings.note(f"unknown ID refused ({err.code().name})")
     else:
         findings.warn(f'accepted the unknown device ID "{UNKNOWN_DEVICE_ID}": refuse IDs you did not list')
-    if answered:
-        findings.note("; ".join(answered))
     return findings.result()
+
+
+def _cases(sizes: list[int]) -> str:
+    return "Allocate of " + ", ".join(str(size) for size in dict.fromkeys(sizes)) + " device(s)"
 
 
 def _describe(response: dp.ContainerAllocateResponse, devices: int) -> str:

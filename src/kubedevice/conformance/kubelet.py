@@ -49,6 +49,8 @@ class RegistrationAttempt:
     socket_path: str | None = None
     options: dp.DevicePluginOptions | None = None
     channel: grpc.aio.Channel | None = None
+    #: A short why for the report; `message` is the longer text the plugin got back.
+    reason: str = ""
 
     @property
     def accepted(self) -> bool:
@@ -137,8 +139,10 @@ class FakeKubelet:
         """Validate and connect inside Register, in the kubelet's order; never raises."""
         received_at = asyncio.get_running_loop().time()
 
-        def refused(kind: Refusal, message: str, socket_path: str | None = None) -> RegistrationAttempt:
-            return RegistrationAttempt(received_at, request, kind, message, socket_path)
+        def refused(
+            kind: Refusal, message: str, socket_path: str | None = None, reason: str = ""
+        ) -> RegistrationAttempt:
+            return RegistrationAttempt(received_at, request, kind, message, socket_path, reason=reason)
 
         try:
             check_version(request.version)
@@ -164,11 +168,14 @@ class FakeKubelet:
         except grpc.aio.AioRpcError as err:
             await channel.close(None)
             if err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                exists = await asyncio.to_thread(os.path.exists, socket_path)
                 return refused(
                     Refusal.NOT_SERVING,
                     f"failed to dial device plugin: {socket_path} did not answer when Register was called "
                     f"({err.code().name}: {err.details()})",
                     socket_path,
+                    f"{err.code().name}: "
+                    + ("the socket did not answer" if exists else "no such socket file"),
                 )
             return refused(
                 Refusal.OPTIONS,

@@ -72,11 +72,22 @@ class Findings:
             verdict = Result.SKIP
         else:
             verdict = Result.PASS
-        parts = [*self._failures, *self._warnings]
+        parts = [*_capped(self._failures, "failure"), *_capped(self._warnings, "warning")]
         if self._skipped is not None:
             parts.append(self._skipped)
         parts.extend(self._notes)
         return CheckResult(self.name, verdict, "; ".join(parts))
+
+
+#: More than this many findings of one kind make a row unreadable; the rest are counted.
+MAX_LISTED = 4
+
+
+def _capped(messages: list[str], kind: str) -> list[str]:
+    unique = list(dict.fromkeys(messages))
+    if len(unique) <= MAX_LISTED:
+        return unique
+    return [*unique[:MAX_LISTED], f"and {len(unique) - MAX_LISTED} more {kind}(s)"]
 
 
 def not_run(name: str, why: str) -> CheckResult:
@@ -118,7 +129,10 @@ class Report:
         table.add_column("result", no_wrap=True)
         table.add_column("detail", overflow="fold")
         for check in self.checks:
-            table.add_row(check.name, Text(check.result.value, style=_STYLE[check.result]), check.detail)
+            # Text, not str: details quote plugin data such as "[dev-1]", which rich would take for markup.
+            table.add_row(
+                check.name, Text(check.result.value, style=_STYLE[check.result]), Text(check.detail)
+            )
         console.print(table)
         if self.log_tail:
             console.print("plugin log (last lines):", style="bold")

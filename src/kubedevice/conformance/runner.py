@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
 import statistics
 import tempfile
 from collections.abc import Sequence
@@ -95,8 +96,9 @@ class _Run:
             show_log = await self._checks(rows)
         finally:
             self.process.phase = _STOPPING
-            await self.process.stop(self.options.stop_grace_s)
+            # Our connections go first, so the plugin's shutdown does not abort calls we still hold open.
             await self.kubelet.stop()
+            await self.process.stop(self.options.stop_grace_s)
         rows[PLUGIN_PROCESS] = self._process_row()
         log_tail = await asyncio.to_thread(self.process.log_tail) if show_log else []
         return Report(tuple(rows[name] for name in CHECK_NAMES), tuple(log_tail))
@@ -274,14 +276,14 @@ class _Run:
                 f"ignored SIGTERM for {self.options.stop_grace_s:g} s and was killed: "
                 "exit promptly on SIGTERM",
             )
-        return CheckResult(
-            PLUGIN_PROCESS, Result.PASS, f"ran until stopped; {_describe_exit(code)} on SIGTERM"
-        )
+        return CheckResult(PLUGIN_PROCESS, Result.PASS, f"ran until stopped; {_describe_exit(code)}")
 
 
 def _describe_exit(code: int | None) -> str:
     if code is None:
         return "still running"
+    if code == -signal.SIGTERM:
+        return "ended by SIGTERM"
     if code < 0:
         return f"killed by signal {-code}"
     return f"exit code {code}"
