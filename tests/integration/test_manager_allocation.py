@@ -407,3 +407,44 @@ async def test_checkpoint_write_failure_fails_admission(root: Path) -> None:
             (blocker / "keep").write_text("x")
             with pytest.raises(AdmissionError, match="kubelet_internal_checkpoint"):
                 await m.allocate(*one("pod-1", 1))
+
+
+async def test_containers_of_one_pod_admitted_concurrently_are_serialised(root: Path) -> None:
+    init = Container("init", {R: 2})
+    app1 = Container("app1", {R: 1})
+    app2 = Container("app2", {R: 1})
+    pod = Pod("pod-1", init_containers=[init], containers=[app1, app2])
+    async with running_manager(root) as m:
+        plugin = FakePlugin(m.plugin_dir / "p.sock", R, make_devices(4))
+        async with serving(plugin):
+            await registered(m, plugin)
+            await asyncio.gather(*(m.allocate(pod, c) for c in (init, app1, app2)))
+            d_init, d_app1, d_app2 = (held(m, "pod-1", n) for n in ("init", "app1", "app2"))
+            assert d_app1 | d_app2 == d_init and not d_app1 & d_app2
+            assert m.allocated_device_counts() == {R: 2}
+
+
+async def test_concurrent_pods_never_share_a_device(root: Path) -> None:
+    async with running_manager(root) as m:
+        plugin = FakePlugin(m.plugin_dir / "p.sock", R, make_devices(20))
+        async with serving(plugin):
+            await registered(m, plugin)
+            results = await asyncio.gather(
+                *(m.allocate(*one(f"pod-{i}", 1)) for i in range(25)), return_exceptions=True
+            )
+            refused = [r for r in results if isinstance(r, AdmissionError)]
+            assert len(refused) == 5 and all("Available: 0" in str(r) for r in refused)
+            everyone = [held(m, f"pod-{i}", "c") for i in range(25) if m.get_devices(f"pod-{i}", "c")]
+            assert len(everyone) == 20 and len(set().union(*everyone)) == 20
+
+
+async def test_should_reset_extended_resource_capacity(root: Path) -> None:
+    m = DeviceManager(root / "dp")
+    (root / "dp").mkdir()
+    (root / "dp" / ".hidden").write_text("")
+    assert await m.should_reset_extended_resource_capacity()
+    await m.start()
+    try:
+        assert not await m.should_reset_extended_resource_capacity()
+    finally:
+        await m.stop()

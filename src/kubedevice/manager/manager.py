@@ -15,6 +15,7 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc.aio
@@ -145,7 +146,8 @@ class DeviceManager:
         self._in_flight: dict[str, set[str]] = {}
         #: pod UID -> resource -> devices later containers of the pod may reuse (SPEC §5.1).
         self._reuse: dict[str, dict[str, set[str]]] = {}
-        self._admitting: dict[str, int] = {}
+        #: pod UID -> its admission in progress (serialises the pod's containers).
+        self._admitting: dict[str, _Admission] = {}
         self._startup_running: frozenset[tuple[str, str]] = frozenset()
 
         self._changes = ChangeFeed()
@@ -285,7 +287,12 @@ class DeviceManager:
 
     async def _follow(self, endpoint: Endpoint) -> None:
         try:
-            reason = await endpoint.list_and_watch(self._on_snapshot)
+            try:
+                reason = await endpoint.list_and_watch(self._on_snapshot)
+            except Exception as err:
+                # A bug in handling one message must not leave a half-dead endpoint behind.
+                log.exception("handling ListAndWatch of %s failed", endpoint.resource_name)
+                reason = f"internal error: {err}"
             log.warning(
                 "ListAndWatch ended unexpectedly for device plugin %s at %s: %s",
                 endpoint.resource_name,
@@ -397,6 +404,21 @@ class DeviceManager:
     def get_devices(self, pod_uid: str, container_name: str) -> dict[str, dict[str, tuple[int, ...]]] | None:
         """resource -> device ID -> NUMA nodes of a container's devices; None if unknown (SPEC §4.6)."""
         return self._pod_devices.device_topology(pod_uid, container_name)
+
+    def allocated_device_counts(self) -> dict[str, int]:
+        """resource -> devices held by containers; node allocatable never goes below these (SPEC §4.5)."""
+        return {r: len(ids) for r, ids in self._allocated.items()}
+
+    async def should_reset_extended_resource_capacity(self) -> bool:
+        """True when the plugin directory is empty (hidden names aside): the node looks new (SPEC §4.7)."""
+
+        def empty() -> bool:
+            try:
+                return not any(not e.name.startswith(".") for e in os.scandir(self.plugin_dir))
+            except OSError:
+                return False
+
+        return await asyncio.to_thread(empty)
 
     def pod_uids(self) -> set[str]:
         """UIDs of the pods holding devices."""
@@ -518,18 +540,25 @@ class DeviceManager:
                     f'container "{container.name}" of pod "{pod.uid}" requests a negative quantity '
                     f"{quantity} of {resource}"
                 )
+        # Containers of one pod are admitted one at a time, in the caller's order, as the kubelet does;
+        # different pods proceed concurrently.
+        admission = self._admitting.setdefault(pod.uid, _Admission())
+        admission.users += 1
+        try:
+            async with admission.lock:
+                await self._admit_container(pod, container, already_running)
+        finally:
+            admission.users -= 1
+            if not admission.users:
+                del self._admitting[pod.uid]
+
+    async def _admit_container(self, pod: Pod, container: Container, already_running: bool) -> None:
         # Keep only the pods being admitted in the reuse pool, as the kubelet keeps only the current one.
         for uid in list(self._reuse):
             if uid != pod.uid and uid not in self._admitting:
                 del self._reuse[uid]
         reuse = self._reuse.setdefault(pod.uid, {})
-        self._admitting[pod.uid] = self._admitting.get(pod.uid, 0) + 1
-        try:
-            await self._allocate_container_resources(pod, container, reuse, already_running)
-        finally:
-            self._admitting[pod.uid] -= 1
-            if not self._admitting[pod.uid]:
-                del self._admitting[pod.uid]
+        await self._allocate_container_resources(pod, container, reuse, already_running)
         held = self._pod_devices.container_resources(pod.uid, container.name) or {}
         if pod.is_init_container(container.name) and not pod.is_restartable_init_container(container.name):
             for resource, entry in held.items():
@@ -823,6 +852,12 @@ class DeviceManager:
     def _track(self, task: asyncio.Task[None]) -> None:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+
+@dataclass(slots=True)
+class _Admission:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
 
 
 def _proto_text(msg: dp.AllocateResponse) -> str:
