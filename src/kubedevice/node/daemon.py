@@ -26,6 +26,7 @@ from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from kubedevice.manager import DeviceManager, DeviceManagerError, Pod
 from kubedevice.node import views
 from kubedevice.node.admission import admit, wait_for_devices
+from kubedevice.node.durations import format_duration
 from kubedevice.node.http import Response, StatusServer
 from kubedevice.node.manifests import ManifestFolder, PodManifest, ScanResult
 from kubedevice.node.metrics import NodeMetrics
@@ -193,7 +194,14 @@ class NodeDaemon:
             raise
         self._loops.append(asyncio.create_task(self._scan_loop(), name="manifest scan"))
         self._loops.append(asyncio.create_task(self._status_loop(), name="node status"))
-        log.info("node daemon ready: root %s, manifests %s", paths.root, paths.manifests)
+        tcp = self._status.tcp_address
+        log.info(
+            "node daemon ready: root %s, manifests %s, status API on %s%s",
+            paths.root,
+            paths.manifests,
+            paths.status_socket,
+            f" and http://{tcp[0]}:{tcp[1]}" if tcp else "",
+        )
 
     async def _serve(self) -> None:
         paths = self.paths
@@ -382,9 +390,9 @@ class NodeDaemon:
                 self._waiting.discard(record.uid)
             if missing:
                 log.info(
-                    "pod %s waited %gs; still missing: %s",
+                    "pod %s waited %s; still missing: %s",
                     _name(record.pod),
-                    self.config.admission_wait,
+                    format_duration(self.config.admission_wait),
                     "; ".join(f"{r}: {why}" for r, why in missing.items()),
                 )
         async with self._admission_lock:

@@ -74,7 +74,7 @@ class _Demo:
         self._logs: list[Any] = []
 
     def say(self, text: str) -> None:
-        self.console.print(f"\n[bold]==>[/bold] {text}", highlight=False)
+        self.console.print(f"\n[bold]==>[/bold] {text}", highlight=False, soft_wrap=True)
 
     async def _spawn(self, name: str, *args: str) -> asyncio.subprocess.Process:
         # Closed in cleanup, once the process has ended.
@@ -129,7 +129,7 @@ class _Demo:
             if time.monotonic() > deadline:
                 raise DemoError(f"timed out after {STEP_DEADLINE_S:g}s waiting: {what}")
             await asyncio.sleep(_POLL_S)
-        self.console.print(f"    ok: {what}", highlight=False)
+        self.console.print(f"    ok: {what}", highlight=False, soft_wrap=True)
 
     async def show(self) -> None:
         print_node(self.console, await self.status("/node"))
@@ -151,7 +151,7 @@ class _Demo:
         for log_path in sorted(self.root.glob("*.log")):
             lines = log_path.read_text(errors="replace").splitlines()[-8:]
             if lines:
-                self.console.print(f"--- last lines of {log_path.name}", highlight=False)
+                self.console.print(f"--- last lines of {log_path.name}", highlight=False, soft_wrap=True)
                 for line in lines:
                     self.console.print(line, highlight=False, markup=False)
 
@@ -228,7 +228,8 @@ async def _play(demo: _Demo) -> None:
     if await demo.trainer_devices() != before:
         raise DemoError("trainer's devices changed while its plugin was away")
     demo.console.print(
-        "    ok: trainer kept its NIC all along (devices stay allocated across plugin restarts)"
+        "    ok: trainer kept its NIC all along (devices stay allocated across plugin restarts)",
+        soft_wrap=True,
     )
     await demo.show()
 
@@ -240,13 +241,15 @@ async def _main(console: Console) -> int:
         await _play(demo)
     except (DemoError, StatusClientError) as err:
         demo.tail_logs()
-        console.print(f"[red]demo failed:[/red] {err}", highlight=False)
+        console.print(f"[red]demo failed:[/red] {err}", highlight=False, soft_wrap=True)
         return 1
     finally:
         with contextlib.suppress(Exception):
             await demo.cleanup()
         shutil.rmtree(root, ignore_errors=True)
-    console.print("\n[bold green]demo finished[/bold green]: every story ended as the kubelet's would.")
+    console.print(
+        "\n[bold green]demo finished[/bold green]: every story ended as the kubelet's would.", soft_wrap=True
+    )
     return 0
 
 

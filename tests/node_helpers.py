@@ -1,0 +1,204 @@
+"""Helpers for the node daemon's tests: real processes, short socket paths, waiting with deadlines."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kubedevice.node.daemon import NodePaths
+from kubedevice.node.http import StatusClientError, get
+
+CLI = (sys.executable, "-c", "from kubedevice.cli import run; run()")
+DEADLINE_S = 20.0
+T = TypeVar("T")
+
+
+def short_tmpdir(prefix: str = "kd-node-") -> Path:
+    """A folder short enough for unix socket paths (pytest's tmp_path can exceed 107 bytes)."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+
+
+def wait_for(condition: Callable[[], T | None], what: str, deadline_s: float = DEADLINE_S) -> T:
+    """Poll `condition` until it returns something truthy; fail naming `what` after the deadline."""
+    end = time.monotonic() + deadline_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {deadline_s:g}s waiting for {what}")
+        time.sleep(0.05)
+
+
+async def async_wait_for(condition: Callable[[], Any], what: str, deadline_s: float = DEADLINE_S) -> Any:
+    end = time.monotonic() + deadline_s
+    while True:
+        value = condition()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {deadline_s:g}s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def run_cli(*args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+class NodeProcesses:
+    """A daemon and its plugins as subprocesses under one root; `close()` kills them all."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.paths = NodePaths.under(root)
+        self.daemon: subprocess.Popen[bytes] | None = None
+        self.plugins: dict[str, subprocess.Popen[bytes]] = {}
+        self._logs: list[Any] = []
+
+    def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+        log = open(self.root / f"{name}.log", "ab")  # noqa: SIM115 - closed in close()
+        self._logs.append(log)
+        return subprocess.Popen([*CLI, *args], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+
+    def start_daemon(self, *extra: str) -> subprocess.Popen[bytes]:
+        self.daemon = self._spawn("daemon", "node", "--root-dir", str(self.root), *extra)
+        wait_for(
+            lambda: self.try_status("/healthz") is not None or self._daemon_exited(), "the daemon to answer"
+        )
+        assert self.daemon.poll() is None, (
+            f"the daemon exited with {self.daemon.returncode}: {self.log('daemon')}"
+        )
+        return self.daemon
+
+    def _daemon_exited(self) -> bool:
+        return self.daemon is not None and self.daemon.poll() is not None
+
+    def start_plugin(self, resource: str, devices: int, *extra: str) -> subprocess.Popen[bytes]:
+        name = "plugin-" + resource.replace("/", "_")
+        proc = self._spawn(
+            name,
+            "plugin",
+            "fake",
+            "--resource",
+            resource,
+            "--devices",
+            str(devices),
+            "--plugin-dir",
+            str(self.paths.plugin_dir),
+            "--poll-interval",
+            "0.1",
+            *extra,
+        )
+        self.plugins[resource] = proc
+        return proc
+
+    def kill_daemon(self, sig: int = signal.SIGKILL) -> int:
+        assert self.daemon is not None
+        self.daemon.send_signal(sig)
+        return self.daemon.wait(timeout=DEADLINE_S)
+
+    def kill_plugin(self, resource: str) -> None:
+        proc = self.plugins.pop(resource)
+        proc.kill()
+        proc.wait(timeout=DEADLINE_S)
+
+    def try_status(self, path: str) -> Any:
+        try:
+            body = asyncio.run(get(self.paths.status_socket, path, wait=2.0))
+        except StatusClientError:
+            return None
+        return body if path in ("/healthz", "/metrics") else json.loads(body)
+
+    def node(self) -> dict[str, Any]:
+        data = self.try_status("/node")
+        assert data is not None, f"the daemon does not answer: {self.log('daemon')}"
+        return dict(data)
+
+    def pods(self) -> list[dict[str, Any]]:
+        data = self.try_status("/pods")
+        assert data is not None, f"the daemon does not answer: {self.log('daemon')}"
+        return list(data)
+
+    def pod(self, name: str) -> dict[str, Any] | None:
+        for entry in self.pods():
+            if entry.get("name") == name:
+                return entry
+        return None
+
+    def wait_capacity(
+        self, resource: str, capacity: int | None, allocatable: int | None = None
+    ) -> dict[str, Any]:
+        def check() -> dict[str, Any] | None:
+            node = self.try_status("/node")
+            if node is None or node["capacity"].get(resource) != capacity:
+                return None
+            if allocatable is not None and node["allocatable"].get(resource) != allocatable:
+                return None
+            return dict(node)
+
+        return wait_for(check, f"{resource} capacity {capacity} allocatable {allocatable}")
+
+    def wait_phase(self, name: str, phase: str) -> dict[str, Any]:
+        def check() -> dict[str, Any] | None:
+            pods = self.try_status("/pods") or []
+            return next((p for p in pods if p.get("name") == name and p.get("phase") == phase), None)
+
+        return wait_for(check, f"pod {name} to be {phase}")
+
+    def write_manifest(self, file: str, text: str) -> Path:
+        path = self.paths.manifests / file
+        self.paths.manifests.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name("." + path.name + ".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)  # atomic: the daemon never reads half a file
+        return path
+
+    def log(self, name: str) -> str:
+        path = self.root / f"{name}.log"
+        return path.read_text(errors="replace")[-3000:] if path.exists() else ""
+
+    def close(self) -> None:
+        for proc in [*self.plugins.values(), self.daemon]:
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=DEADLINE_S)
+        for log in self._logs:
+            log.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def node_processes() -> Iterator[NodeProcesses]:
+    procs = NodeProcesses(short_tmpdir())
+    try:
+        yield procs
+    finally:
+        procs.close()
+
+
+def pod_manifest(
+    name: str, limits: dict[str, Any], *, namespace: str = "default", extra_meta: str = ""
+) -> str:
+    limit_lines = "".join(f"\n        {r}: {v}" for r, v in limits.items()) or " {}"
+    return f"""apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: {namespace}{extra_meta}
+spec:
+  containers:
+  - name: main
+    resources:
+      limits:{limit_lines}
+"""

@@ -1,0 +1,167 @@
+import os
+from pathlib import Path
+
+import pytest
+
+from kubedevice.node.manifests import ManifestError, ManifestFolder, derive_uid, parse_manifest
+
+GOOD = b"""apiVersion: v1
+kind: Pod
+metadata:
+  name: trainer
+  namespace: ml
+  annotations:
+    kubedevice.io/numa-affinity: "0,1"
+spec:
+  initContainers:
+  - name: setup
+    resources: {limits: {example.com/gpu: 1}}
+  - name: sidecar
+    restartPolicy: Always
+    resources: {limits: {example.com/nic: "1"}, requests: {example.com/nic: 1}}
+  containers:
+  - name: train
+    resources:
+      limits: {example.com/gpu: 2, cpu: 500m, memory: 1Gi}
+      requests: {example.com/gpu: 2, cpu: 100m}
+"""
+
+
+def test_parses_a_pod_with_init_containers_and_sidecars() -> None:
+    [m] = parse_manifest("trainer.yaml", GOOD)
+    pod = m.pod
+    assert (pod.namespace, pod.name, m.file, m.succeeded) == ("ml", "trainer", "trainer.yaml", False)
+    assert pod.uid == derive_uid("ml", "trainer", GOOD)
+    assert [(c.name, c.limits, c.restart_policy) for c in pod.init_containers] == [
+        ("setup", {"example.com/gpu": 1}, None),
+        ("sidecar", {"example.com/nic": 1}, "Always"),
+    ]
+    [train] = pod.containers
+    assert train.limits == {"example.com/gpu": 2}  # cpu and memory are not the device manager's
+    assert train.numa_affinity == frozenset({0, 1})
+
+
+def test_editing_the_file_makes_a_new_pod_unless_the_uid_is_given() -> None:
+    [a] = parse_manifest("p.yaml", GOOD)
+    [b] = parse_manifest("p.yaml", GOOD + b"# edited\n")
+    assert a.uid != b.uid and a.digest != b.digest
+    fixed = GOOD.replace(b"  namespace: ml\n", b"  namespace: ml\n  uid: my-uid\n")
+    [c] = parse_manifest("p.yaml", fixed)
+    [d] = parse_manifest("p.yaml", fixed + b"# edited\n")
+    assert c.uid == d.uid == "my-uid" and c.digest != d.digest
+
+
+def test_several_documents_json_lists_and_succeeded_pods() -> None:
+    two = GOOD + b"---\n" + GOOD.replace(b"name: trainer", b"name: other") + b"---\n"
+    assert [m.pod.name for m in parse_manifest("two.yml", two)] == ["trainer", "other"]
+    as_json = (
+        b'{"kind": "List", "items": [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "j"},'
+        b'"spec": {"containers": [{"name": "c"}]}, "status": {"phase": "Succeeded"}}]}'
+    )
+    [j] = parse_manifest("j.json", as_json)
+    assert (j.pod.namespace, j.pod.name, j.succeeded) == ("default", "j", True)
+    annotated = GOOD.replace(b"annotations:\n", b'annotations:\n    kubedevice.io/phase: "Succeeded"\n')
+    assert parse_manifest("a.yaml", annotated)[0].succeeded
+
+
+@pytest.mark.parametrize(
+    ("file", "content", "fragment"),
+    [
+        ("bad.yaml", b"kind: Pod\n  - : [", "YAML error"),
+        ("bad.json", b"{", "JSON error"),
+        ("bad.yaml", b"", "no Pod in the file"),
+        ("bad.yaml", b"- 1\n- 2\n", "not a Pod (a list"),
+        ("bad.yaml", b"apiVersion: v1\nkind: Service\nmetadata: {name: s}\n", "not a v1 Pod (kind 'Service'"),
+        ("bad.yaml", b"apiVersion: apps/v1\nkind: Pod\nmetadata: {name: s}\n", "apiVersion 'apps/v1'"),
+        ("bad.yaml", GOOD.replace(b"  name: trainer\n", b""), "missing metadata.name"),
+        ("bad.yaml", GOOD.replace(b"example.com/gpu: 2,", b"example.com/gpu: 1.5,"), "not a whole number"),
+        ("bad.yaml", GOOD.replace(b"example.com/gpu: 2,", b"example.com/gpu: lots,"), "not a quantity"),
+        (
+            "bad.yaml",
+            GOOD.replace(b"requests: {example.com/gpu: 2", b"requests: {example.com/gpu: 1"),
+            "requests (1) and limits (2) of example.com/gpu must be equal",
+        ),
+        (
+            "bad.yaml",
+            GOOD.replace(b"limits: {example.com/gpu: 2, ", b"limits: {"),
+            "has requests but no limits",
+        ),
+        (
+            "bad.yaml",
+            GOOD.replace(b"example.com/gpu: 2,", b"Example.com/gpu: 2,"),
+            "not a valid extended resource",
+        ),
+        ("bad.yaml", GOOD.replace(b'"0,1"', b'"zero"'), "numa-affinity must list NUMA node numbers"),
+        ("bad.yaml", GOOD.replace(b"name: setup", b"name: train"), "container name 'train' is used twice"),
+        (
+            "bad.yaml",
+            GOOD.replace(b"  containers:\n  - name: train", b"  containers: []\n  - name: train"),
+            "YAML error",
+        ),
+        (
+            "bad.yaml",
+            b"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: []}\n",
+            "at least one container",
+        ),
+        (
+            "bad.yaml",
+            b"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{image: i}]}\n",
+            "has no name",
+        ),
+        ("bad.yaml", b"\xff\xfe", "not UTF-8"),
+    ],
+)
+def test_bad_manifests_name_the_problem(file: str, content: bytes, fragment: str) -> None:
+    with pytest.raises(ManifestError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+        parse_manifest(file, content)
+
+
+def test_folder_scan_reports_bad_files_and_keeps_the_good(tmp_path: Path) -> None:
+    (tmp_path / "good.yaml").write_bytes(GOOD)
+    (tmp_path / "broken.yml").write_bytes(b"kind: [")
+    (tmp_path / "notes.txt").write_text("ignored")
+    (tmp_path / ".editor.yaml.swp").write_text("ignored")
+    result = ManifestFolder(tmp_path).scan()
+    assert [m.pod.name for m in result.pods] == ["trainer"]
+    assert list(result.errors) == ["broken.yml"] and "YAML error" in result.errors["broken.yml"]
+
+
+def test_folder_rescans_only_changed_files_and_detects_edits(tmp_path: Path) -> None:
+    folder = ManifestFolder(tmp_path)
+    path = tmp_path / "p.yaml"
+    path.write_bytes(GOOD)
+    first = folder.scan().pods[0].uid
+    assert folder.scan().pods[0].uid == first
+    path.write_bytes(GOOD + b"# edit keeping the size? no: a real edit\n")
+    assert folder.scan().pods[0].uid != first
+    path.unlink()
+    assert folder.scan().pods == []
+
+
+def test_duplicate_pods_across_files_keep_the_known_one(tmp_path: Path) -> None:
+    (tmp_path / "b.yaml").write_bytes(GOOD)
+    folder = ManifestFolder(tmp_path)
+    [known] = folder.scan().pods
+    (tmp_path / "a.yaml").write_bytes(GOOD + b"# same pod name, other file\n")
+    result = folder.scan(known_uids=[known.uid])
+    assert [m.file for m in result.pods] == ["b.yaml"]
+    assert (
+        "pod ml/trainer" in result.errors["a.yaml"] and "already defined by b.yaml" in result.errors["a.yaml"]
+    )
+    fresh = ManifestFolder(tmp_path).scan()  # nobody known: the first file in name order wins
+    assert [m.file for m in fresh.pods] == ["a.yaml"] and "b.yaml" in fresh.errors
+
+
+def test_symlinks_outside_the_folder_are_refused_unless_allowed(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.yaml"
+    outside.write_bytes(GOOD)
+    folder = tmp_path / "manifests"
+    folder.mkdir()
+    os.symlink(outside, folder / "link.yaml")
+    (folder / "inside-target.txt").write_bytes(GOOD.replace(b"name: trainer", b"name: inner"))
+    os.symlink(folder / "inside-target.txt", folder / "inner.yaml")
+    result = ManifestFolder(folder).scan()
+    assert [m.pod.name for m in result.pods] == ["inner"]
+    assert "points outside the manifest folder" in result.errors["link.yaml"]
+    allowed = ManifestFolder(folder, allow_symlinks=True).scan()
+    assert sorted(m.pod.name for m in allowed.pods) == ["inner", "trainer"] and not allowed.errors

@@ -1,0 +1,39 @@
+import asyncio
+import json
+import os
+from pathlib import Path
+
+from kubedevice.node.state import PodStateFile, SavedPod
+
+POD = SavedPod(
+    namespace="ns", name="p", phase="Failed", reason="UnexpectedAdmissionError", message="m", digest="d"
+)
+
+
+async def test_round_trip_and_atomic_write(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    await PodStateFile(path).save({"uid-1": POD})
+    assert PodStateFile(path).load() == {"uid-1": POD}
+    assert os.listdir(tmp_path) == ["state.json"]  # no temp file left behind
+    assert json.loads(path.read_text())["version"] == 1
+
+
+async def test_concurrent_saves_leave_the_last_state(tmp_path: Path) -> None:
+    store = PodStateFile(tmp_path / "state.json")
+    states = [{f"uid-{i}": POD} for i in range(5)]
+    await asyncio.gather(*(store.save(s) for s in states))
+    assert store.load() == states[-1]
+
+
+def test_missing_or_unreadable_files_are_empty(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    assert PodStateFile(path).load() == {}
+    for body in ("{not json", "[]", '{"version": 9, "pods": {}}', '{"version": 1, "pods": []}'):
+        path.write_text(body)
+        assert PodStateFile(path).load() == {}
+    path.write_text(json.dumps({"version": 1, "pods": {"a": {"phase": "Failed"}, "b": vars_of(POD)}}))
+    assert PodStateFile(path).load() == {"b": POD}  # the malformed entry is skipped, the rest kept
+
+
+def vars_of(pod: SavedPod) -> dict[str, str]:
+    return {k: getattr(pod, k) for k in SavedPod.__dataclass_fields__}
