@@ -205,3 +205,21 @@ async def test_options_are_fetched_from_the_plugin(root: Path) -> None:
             await plugin.register(m.socket_path)
             [status] = m.registered_resources()
             assert status.pre_start_required and not status.get_preferred_allocation_available
+
+
+async def test_newer_sibling_ending_leaves_the_older_live_one_primary(root: Path) -> None:
+    """Era C: when one of two live endpoints ends, the survivor becomes primary and health is untouched."""
+    async with running_manager(root) as m:
+        old = FakePlugin(m.plugin_dir / "old.sock", R, make_devices(2))
+        new = FakePlugin(m.plugin_dir / "new.sock", R, make_devices(2))
+        async with serving(old):
+            await old.register(m.socket_path)
+            async with serving(new):
+                await new.register(m.socket_path)
+                await eventually(lambda: len(m.registered_resources()[0].endpoints) == 2)
+                assert m.registered_resources()[0].endpoints[0] == str(new.socket_path)
+            await eventually(lambda: m.registered_resources()[0].endpoints == [str(old.socket_path)])
+            [status] = m.registered_resources()
+            assert status.state == "running" and m.get_capacity()[:2] == ({R: 2}, {R: 2})
+            await m.allocate(Pod("pod-1", containers=[Container("c", {R: 1})]), Container("c", {R: 1}))
+            assert len(old.allocate_calls) == 1 and new.allocate_calls == []
