@@ -116,6 +116,10 @@ class _Run:
         )
         if attempt is None or not attempt.accepted or attempt.channel is None or attempt.options is None:
             why = "the plugin did not register" if attempt is None else "the registration was refused"
+            if attempt is not None:
+                # Many plugins exit on a refusal; give them a moment so the process row says so.
+                self.process.phase = "registration (refused)"
+                await self.process.wait_exit(min(1.0, self.timeout_s))
             for name in (OPTIONS, LIST_AND_WATCH, ALLOCATE, PREFERRED_ALLOCATION, PRE_START):
                 rows[name] = not_run(name, why)
             rows[KUBELET_RESTART] = not_run(KUBELET_RESTART, why)

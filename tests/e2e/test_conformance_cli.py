@@ -1,0 +1,327 @@
+"""`kubedevice conformance` as a user runs it: against the SDK's plugins, a correct hand-written plugin,
+and one deliberately broken plugin per failure kind, each caught on the check it breaks.
+
+The runs are independent processes with their own temporary directories, so they run a few at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+KUBEDEVICE = str(Path(sys.executable).parent / "kubedevice")
+PLUGINS = Path(__file__).resolve().parent.parent / "conformance_plugins"
+#: Small, so failing cases end quickly; roomy enough for a loaded 2-core machine.
+FLAGS = ("--json", "--timeout", "8", "--restarts", "2", "--absence", "1")
+PARALLEL_RUNS = 4
+CHECKS = (
+    "registration",
+    "options",
+    "list-and-watch",
+    "allocate",
+    "preferred-allocation",
+    "pre-start",
+    "kubelet-restart",
+    "kubelet-absence",
+    "plugin-process",
+)
+
+
+@dataclass(frozen=True)
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def report(self) -> dict[str, Any]:
+        document: dict[str, Any] = json.loads(self.stdout)
+        return document
+
+    @property
+    def rows(self) -> dict[str, tuple[str, str]]:
+        return {row["name"]: (row["result"], row["detail"]) for row in self.report["checks"]}
+
+
+def conformance(*args: str) -> Run:
+    out = subprocess.run([KUBEDEVICE, "conformance", *args], capture_output=True, text=True, timeout=150)
+    return Run(out.returncode, out.stdout, out.stderr)
+
+
+def script(name: str) -> list[str]:
+    return [sys.executable, str(PLUGINS / f"{name}.py"), "{plugin_dir}"]
+
+
+def cases(device_glob: str) -> dict[str, list[str]]:
+    fake = [KUBEDEVICE, "plugin", "fake", "--resource", "example.com/fake", "--devices", "4"]
+    plugin_dir = ["--plugin-dir", "{plugin_dir}"]
+    runs = {
+        "sdk-fake": [*FLAGS, "--", *fake, *plugin_dir],
+        "sdk-fake-all-options": [
+            *FLAGS,
+            "--",
+            *fake,
+            "--numa-nodes",
+            "2",
+            "--preferred",
+            "--prestart",
+            "--cdi",
+            *plugin_dir,
+        ],
+        "sdk-paths": [
+            *FLAGS,
+            "--",
+            *[KUBEDEVICE, "plugin", "paths", "--resource", "example.com/serial", "--glob", device_glob],
+            *["--count", "2", *plugin_dir],
+        ],
+        # No `--` and no {plugin_dir}: options end at the command, the plugin reads $KUBEDEVICE_PLUGIN_DIR.
+        "baseline-env": [*FLAGS, sys.executable, str(PLUGINS / "_baseline.py")],
+        "exits-at-once": [*FLAGS, "--", "sh", "-c", "echo 'cannot open /dev/nothing' >&2; exit 7"],
+    }
+    for path in sorted(PLUGINS.glob("[a-z]*.py")):
+        runs[path.stem] = [*FLAGS, "--", *script(path.stem)]
+    return runs
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Mapping[str, Run]:
+    devices = tmp_path_factory.mktemp("devices")
+    for index in range(2):
+        (devices / f"serial{index}").touch()
+    all_cases = cases(str(devices / "serial*"))
+    with ThreadPoolExecutor(max_workers=PARALLEL_RUNS) as pool:
+        results = dict(
+            zip(all_cases, pool.map(lambda args: conformance(*args), all_cases.values()), strict=True)
+        )
+    return results
+
+
+def assert_only(run: Run, expected: Mapping[str, tuple[str, str]], *, passed: bool) -> None:
+    """The expected rows have the expected result and text; every other row is PASS or SKIP."""
+    rows = run.rows
+    assert tuple(rows) == CHECKS, run.stdout
+    for name, (result, text) in expected.items():
+        got_result, detail = rows[name]
+        assert (got_result, text in detail) == (result, True), f"{name}: {got_result} {detail!r}"
+    for name, (result, detail) in rows.items():
+        if name not in expected:
+            assert result in ("PASS", "SKIP"), f"{name}: {result} {detail!r}"
+    assert run.report["passed"] is passed
+    assert run.returncode == (0 if passed else 1), run.stderr
+    assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("case", ["sdk-fake", "sdk-paths", "baseline-env"])
+def test_good_plugins_pass(runs: Mapping[str, Run], case: str) -> None:
+    run = runs[case]
+    assert_only(run, {}, passed=True)
+    assert run.rows["kubelet-restart"][0] == "PASS"
+    assert "re-registered 2/2 times; median" in run.rows["kubelet-restart"][1]
+    assert run.rows["kubelet-absence"][0] == "PASS"
+    assert run.rows["allocate"][0] == "PASS"
+    assert "log_tail" not in run.report
+
+
+def test_every_option_of_the_sdk_fake_plugin_passes(runs: Mapping[str, Run]) -> None:
+    run = runs["sdk-fake-all-options"]
+    assert_only(run, {}, passed=True)
+    assert {result for result, _ in run.rows.values()} == {"PASS"}
+    assert "GetPreferredAllocation advertised and answers" in run.rows["options"][1]
+    assert "(the kubelet allows 30 s)" in run.rows["pre-start"][1]
+    assert "4 CDI device(s)" in run.rows["allocate"][1]
+
+
+NOT_REGISTERED = "not run: the registration was refused"
+
+
+@pytest.mark.parametrize(
+    ("case", "expected", "passed"),
+    [
+        (
+            "never_reregisters",
+            {
+                "kubelet-restart": ("FAIL", "restart 1/2: no registration within 8 s after kubelet.sock"),
+                "kubelet-absence": ("FAIL", "not run: the plugin did not come back after a kubelet restart"),
+            },
+            False,
+        ),
+        (
+            "duplicate_ids",
+            {"list-and-watch": ("FAIL", "duplicate device IDs [dev-1]")},
+            False,
+        ),
+        (
+            "lowercase_health",
+            {
+                "list-and-watch": ("WARN", 'health \'healthy\' is neither "Healthy" nor "Unhealthy"'),
+                "allocate": ("SKIP", 'not run: no device is "Healthy"'),
+            },
+            True,
+        ),
+        (
+            "no_container_responses",
+            {"allocate": ("FAIL", "0 container responses for 1 container request")},
+            False,
+        ),
+        (
+            "bad_device_spec",
+            {
+                "allocate": (
+                    "FAIL",
+                    "'dev/conformance0': container_path must be absolute (Allocate of 1, 4 device(s))",
+                )
+            },
+            False,
+        ),
+        (
+            "bad_env_and_cdi",
+            {
+                "allocate": (
+                    "FAIL",
+                    'CDI device "dev-0" is not fully qualified (expected vendor.com/class=name)',
+                )
+            },
+            False,
+        ),
+        (
+            "preferred_ignores_must_include",
+            {
+                "preferred-allocation": (
+                    "FAIL",
+                    "answer leaves out must_include [dev-3] (got ['dev-0', 'dev-1'])",
+                )
+            },
+            False,
+        ),
+        (
+            "accepts_unknown_ids",
+            {"allocate": ("WARN", 'accepted the unknown device ID "kubedevice-conformance-no-such-device"')},
+            True,
+        ),
+        (
+            "prestart_not_implemented",
+            {
+                "pre-start": ("FAIL", "PreStartContainer failed: UNIMPLEMENTED"),
+                "options": ("FAIL", "pre_start_required is set but PreStartContainer fails"),
+            },
+            False,
+        ),
+        (
+            "dies_without_kubelet",
+            {
+                "kubelet-absence": ("FAIL", "the plugin exited (exit code 3) while kubelet.sock was absent"),
+                "plugin-process": ("WARN", "exited (exit code 3) during kubelet absent"),
+            },
+            False,
+        ),
+    ],
+)
+def test_broken_plugin_is_caught_on_its_check(
+    runs: Mapping[str, Run], case: str, expected: Mapping[str, tuple[str, str]], passed: bool
+) -> None:
+    assert_only(runs[case], expected, passed=passed)
+
+
+@pytest.mark.parametrize(
+    ("case", "registration"),
+    [
+        ("wrong_version", 'version "v1alpha" refused: send "v1beta1"'),
+        ("invalid_resource_name", 'resource name "Example.com/gpu" is not a valid extended resource name'),
+        (
+            "registers_before_serving",
+            "did not answer when Register was called (UNAVAILABLE: no such socket file)",
+        ),
+    ],
+)
+def test_refused_registration_fails_and_stops_the_rest(
+    runs: Mapping[str, Run], case: str, registration: str
+) -> None:
+    run = runs[case]
+    rows = run.rows
+    assert rows["registration"][0] == "FAIL" and registration in rows["registration"][1]
+    for name in CHECKS[1:-1]:
+        assert rows[name] == ("FAIL", NOT_REGISTERED), name
+    # These plugins exit on a refusal, and the report says so with the code and the plugin's own words.
+    assert rows["plugin-process"] == ("WARN", "the plugin exited (exit code 1) during registration (refused)")
+    assert any("plugin failed: UNKNOWN" in line for line in run.report["log_tail"])
+    assert run.returncode == 1
+
+
+def test_a_plugin_that_exits_at_once_shows_its_log(runs: Mapping[str, Run]) -> None:
+    run = runs["exits-at-once"]
+    assert run.rows["registration"] == ("FAIL", "the plugin exited (exit code 7) before registering")
+    assert run.rows["options"] == ("FAIL", "not run: the plugin did not register")
+    assert run.rows["plugin-process"][0] == "WARN"
+    assert run.report["log_tail"] == ["cannot open /dev/nothing"]
+    assert run.returncode == 1
+
+
+def test_table_output(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [
+            KUBEDEVICE,
+            "conformance",
+            "--timeout",
+            "8",
+            "--restarts",
+            "1",
+            "--absence",
+            "0",
+            "--",
+            *script("duplicate_ids"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+    )
+    assert out.returncode == 1, out.stderr
+    lines = out.stdout.splitlines()
+    row = next(line for line in lines if "list-and-watch" in line)
+    assert "FAIL" in row and "duplicate device IDs [dev-1]" in row
+    assert any("kubelet-restart" in line and "PASS" in line and "1/1" in line for line in lines)
+    assert lines[-1].strip() == "FAILED"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), "no plugin command given"),
+        (("--json",), "no plugin command given"),
+        (("--", "kubedevice-no-such-plugin"), "command not found: kubedevice-no-such-plugin"),
+        (("--timeout", "soon", "--", "true"), "Invalid value for '--timeout'"),
+        (("--timeout", "0", "--", "true"), "--timeout must be a positive number of seconds, got 0"),
+        (("--timeout", "nan", "--", "true"), "--timeout must be a positive number of seconds"),
+        (("--restarts", "-1", "--", "true"), "--restarts must be 0 or more, got -1"),
+        (("--absence", "-2", "--", "true"), "--absence must be 0 or more seconds"),
+        (("--bogus", "--", "true"), "No such option: --bogus"),
+    ],
+)
+def test_usage_errors_are_one_line_and_exit_2(args: tuple[str, ...], message: str) -> None:
+    run = conformance(*args)
+    assert run.returncode == 2
+    assert run.stdout == ""
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1 and message in lines[0], run.stderr
+
+
+def test_a_file_that_is_not_executable_is_a_usage_error(tmp_path: Path) -> None:
+    plain = tmp_path / "plugin.txt"
+    plain.write_text("not a program\n")
+    run = conformance("--", str(plain))
+    assert run.returncode == 2
+    assert run.stderr.splitlines() == [f"kubedevice conformance: error: command not found: {plain}"]
+
+
+def test_help_names_the_contract() -> None:
+    out = subprocess.run([KUBEDEVICE, "conformance", "--help"], capture_output=True, text=True, check=True)
+    for flag in ("--timeout", "--restarts", "--json", "--absence"):
+        assert flag in out.stdout
