@@ -167,6 +167,16 @@ NOT_REGISTERED = "not run: the registration was refused"
             True,
         ),
         (
+            "huge_device_list",
+            {"list-and-watch": ("WARN", "the list is 5519996 bytes, above gRPC's 4 MiB default")},
+            True,
+        ),
+        (
+            "slow_first_list",
+            {"list-and-watch": ("FAIL", "no device list within 1 s of ListAndWatch")},
+            False,
+        ),
+        (
             "no_container_responses",
             {"allocate": ("FAIL", "0 container responses for 1 container request")},
             False,
