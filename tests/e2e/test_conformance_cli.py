@@ -177,6 +177,11 @@ NOT_REGISTERED = "not run: the registration was refused"
             False,
         ),
         (
+            "ends_list_and_watch",
+            {"list-and-watch": ("FAIL", "ListAndWatch ended after the first list (the plugin returned from")},
+            False,
+        ),
+        (
             "no_container_responses",
             {"allocate": ("FAIL", "0 container responses for 1 container request")},
             False,

@@ -85,7 +85,7 @@ class ListAndWatchFeed:
                     self.first_delay_s = loop.time() - opened
                     self.first_received.set()
                 self.latest = message
-            self.error = "the stream ended (the plugin returned from ListAndWatch)"
+            self.error = "the plugin returned from ListAndWatch"
         except grpc.aio.AioRpcError as err:
             self.error = rpc_error(err)
         finally:
@@ -161,20 +161,23 @@ def registration_check(
     return findings.result()
 
 
-async def list_and_watch_check(feed: ListAndWatchFeed, timeout_s: float) -> CheckResult:
-    """Check 3: the first list comes quickly and holds IDs and health strings the kubelet can use."""
+async def list_and_watch_check(feed: ListAndWatchFeed, timeout_s: float) -> Findings:
+    """Check 3: the first list comes quickly and holds IDs and health strings the kubelet can use.
+
+    Returns the findings still open: `stream_kept_open` adds to them once the other checks ran.
+    """
     findings = Findings(LIST_AND_WATCH)
     if not await feed.wait_first(min(FIRST_LIST_WITHIN_S, timeout_s)):
         if feed.ended.is_set():
             findings.fail(f"ListAndWatch ended before sending a device list ({feed.error})")
-            return findings.result()
+            return findings
         findings.fail(
             f"no device list within {FIRST_LIST_WITHIN_S:g} s of ListAndWatch: capacity reads 0 until then"
         )
         if not await feed.wait_first(timeout_s - FIRST_LIST_WITHIN_S):
             detail = f" ({feed.error})" if feed.error else ""
             findings.fail(f"still no device list after {timeout_s:g} s{detail}")
-            return findings.result()
+            return findings
         findings.note(f"the first list came after {feed.first_delay_s or 0.0:.2f} s")
     first = feed.first
     assert first is not None  # wait_first returned True
@@ -194,6 +197,16 @@ async def list_and_watch_check(feed: ListAndWatchFeed, timeout_s: float) -> Chec
     elif not healthy:
         findings.warn(f'no device is "{HEALTHY}": allocatable stays 0')
     findings.note(f"{len(first.devices)} device(s), {len(healthy)} healthy, first message {size} bytes")
+    return findings
+
+
+def stream_kept_open(feed: ListAndWatchFeed, findings: Findings) -> CheckResult:
+    """Check 3, end: the stream must outlive the other checks; the kubelet does not reopen it."""
+    if feed.first is not None and feed.ended.is_set():
+        findings.fail(
+            f"ListAndWatch ended after the first list ({feed.error}): the kubelet never reopens it and marks "
+            "every device unhealthy; keep the stream open and send a new list when health changes"
+        )
     return findings.result()
 
 

@@ -36,6 +36,7 @@ from kubedevice.conformance.checks import (
     pre_start_check,
     preferred_allocation_check,
     registration_check,
+    stream_kept_open,
 )
 from kubedevice.conformance.kubelet import FakeKubelet, RegistrationAttempt
 from kubedevice.conformance.process import PluginProcess
@@ -130,7 +131,7 @@ class _Run:
         stub = dp_grpc.DevicePluginStub(attempt.channel)
         feed = ListAndWatchFeed(stub)
         feed.start()
-        rows[LIST_AND_WATCH] = await list_and_watch_check(feed, self.timeout_s)
+        list_findings = await list_and_watch_check(feed, self.timeout_s)
         healthy = healthy_ids(feed.first)
         rows[ALLOCATE] = await allocate_check(stub, healthy, self.timeout_s)
         rows[PREFERRED_ALLOCATION], preferred = await preferred_allocation_check(
@@ -138,6 +139,7 @@ class _Run:
         )
         rows[PRE_START], pre_start = await pre_start_check(stub, attempt.options, healthy, self.timeout_s)
         rows[OPTIONS] = options_check(attempt.request.options, attempt.options, preferred, pre_start)
+        rows[LIST_AND_WATCH] = stream_kept_open(feed, list_findings)
         await feed.close()
 
         resource = attempt.request.resource_name
