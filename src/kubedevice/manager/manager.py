@@ -99,6 +99,7 @@ class DeviceManager:
         affinity: AffinityProvider | None = None,
         numa_nodes: Iterable[int] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        checkpoint_fault: Callable[[str], None] | None = None,
     ) -> None:
         self.plugin_dir = Path(plugin_dir)
         self.socket_path = self.plugin_dir / KUBELET_SOCKET_NAME
@@ -117,7 +118,8 @@ class DeviceManager:
         #: Where the unreadable checkpoint was moved, if it was.
         self.quarantined_checkpoint: Path | None = None
 
-        self._store = CheckpointStore(self.plugin_dir, checkpoint_name)
+        # `checkpoint_fault` is the store's test-only hook (crash-consistency tests), never configuration.
+        self._store = CheckpointStore(self.plugin_dir, checkpoint_name, fault=checkpoint_fault)
         self._writer = CheckpointWriter(self._store, self._checkpoint_data)
         self._dial_timeout = dial_timeout
         self._options_timeout = options_timeout

@@ -71,6 +71,13 @@ def _duration(option: str, text: str) -> float:
         _fail(f"{option}: {err}")
 
 
+def _positive_duration(option: str, text: str) -> float:
+    seconds = _duration(option, text)
+    if seconds <= 0:
+        _fail(f"{option}: duration {text!r} must be more than zero")
+    return seconds
+
+
 _ROOT_HELP = "The daemon's state folder [default: $XDG_STATE_HOME/kubedevice or ~/.local/state/kubedevice]."
 
 
@@ -91,6 +98,11 @@ def node(
     allow_symlinks: bool = typer.Option(
         False, "--allow-symlinks", help="Accept manifests that are symlinks to files outside the folder."
     ),
+    plugin_timeout: str = typer.Option(
+        "30s",
+        "--plugin-timeout",
+        help="Deadline of each Allocate, GetPreferredAllocation and PreStartContainer.",
+    ),
 ) -> None:
     """Run the node daemon: device manager, pods from manifests, PodResources and the status API."""
     try:
@@ -104,6 +116,7 @@ def node(
         http_addr=tcp,
         admission_wait=_duration("--admission-wait", admission_wait),
         allow_symlinks=allow_symlinks,
+        plugin_timeout=_positive_duration("--plugin-timeout", plugin_timeout),
     )
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -14,16 +14,24 @@ import contextlib
 import functools
 import logging
 import os
-from collections.abc import Sequence
+import random
+import signal
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc.aio
 from prometheus_client import CollectorRegistry
 
-from kubedevice.api.constants import CHECKPOINT_NAME, ENDPOINT_STOP_GRACE_PERIOD_S, KUBELET_SOCKET_NAME
+from kubedevice.api.constants import (
+    CHECKPOINT_NAME,
+    ENDPOINT_STOP_GRACE_PERIOD_S,
+    KUBELET_SOCKET_NAME,
+    PRE_START_CONTAINER_TIMEOUT_S,
+)
 from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from kubedevice.manager import DeviceManager, DeviceManagerError, Pod
+from kubedevice.manager.checkpoint import WRITE_STAGES
 from kubedevice.node import views
 from kubedevice.node.admission import admit, wait_for_devices
 from kubedevice.node.durations import format_duration
@@ -38,6 +46,8 @@ log = logging.getLogger(__name__)
 
 _DIR_MODE = 0o750
 _SOCKET_MODE = 0o660
+#: Test-only: "STAGE:PROBABILITY:SEED" makes the daemon SIGKILL itself at that stage of checkpoint writes.
+CHECKPOINT_FAULT_ENV = "KUBEDEVICE_TEST_CHECKPOINT_FAULT"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +102,9 @@ class NodeConfig:
     admission_wait: float = 0.0
     allow_symlinks: bool = False
     scan_interval: float = 0.2
+    #: Deadline of each Allocate, GetPreferredAllocation and PreStartContainer call (the kubelet's
+    #: PreStartContainer deadline; Allocate has none in the kubelet, so a hung plugin would block forever).
+    plugin_timeout: float = PRE_START_CONTAINER_TIMEOUT_S
     #: How often capacity is recomputed, as the kubelet's node status loop does (drops expired resources).
     status_interval: float = 1.0
 
@@ -169,6 +182,7 @@ class NodeDaemon:
             raise NodeStartError(
                 f"another process is serving {paths.kubelet_socket}; is a node daemon already running?"
             )
+        timeout = self.config.plugin_timeout
         try:
             manager = DeviceManager(
                 paths.plugin_dir,
@@ -176,6 +190,10 @@ class NodeDaemon:
                 plugins_registry=paths.plugins_registry,
                 registry=self.registry,
                 active_pods=self.pods.active_uids,
+                allocate_timeout=timeout,
+                preferred_allocation_timeout=timeout,
+                pre_start_timeout=timeout,
+                checkpoint_fault=checkpoint_fault_from_env(os.environ),
             )
         except ValueError as err:
             raise NodeStartError(str(err)) from None
@@ -443,6 +461,35 @@ class NodeDaemon:
 
     def active_pods(self) -> Sequence[Pod]:
         return [r.pod for r in self.pods if r.active]
+
+
+def checkpoint_fault_from_env(env: Mapping[str, str]) -> Callable[[str], None] | None:
+    """The crash-consistency tests' hook: kill this process inside a checkpoint write, seeded.
+
+    Test-only and never configuration, hence an environment variable rather than a flag. A malformed
+    value is a ValueError (the daemon refuses to start) rather than a test that silently kills nothing.
+    """
+    spec = env.get(CHECKPOINT_FAULT_ENV)
+    if not spec:
+        return None
+    stage, _, rest = spec.partition(":")
+    probability_text, _, seed_text = rest.partition(":")
+    try:
+        probability, seed = float(probability_text), int(seed_text)
+    except ValueError:
+        probability, seed = -1.0, 0
+    if stage not in (*WRITE_STAGES, "any") or not 0.0 <= probability <= 1.0:
+        raise ValueError(
+            f"{CHECKPOINT_FAULT_ENV}={spec!r}: want STAGE:PROBABILITY:SEED with STAGE one of "
+            f"{', '.join((*WRITE_STAGES, 'any'))} and PROBABILITY from 0 to 1"
+        )
+    rng = random.Random(seed)
+
+    def fault(at: str) -> None:
+        if stage in (at, "any") and rng.random() < probability:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return fault
 
 
 def _name(pod: Pod) -> str:
