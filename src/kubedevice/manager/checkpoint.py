@@ -742,6 +742,8 @@ def read_file(path: Path) -> bytes:
 
 
 _VALID_NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,250}")
+#: What _create_temp names its files.
+_TEMP_NAME: Final = re.compile(r"\.\d+")
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -838,6 +840,21 @@ class CheckpointStore:
             except FileExistsError:
                 continue
         raise FileExistsError(f"no free temporary file name in {self._directory}")
+
+    def remove_stale_temp_files(self) -> list[str]:
+        """Delete the temporary files of writes a crash cut short; returns their names.
+
+        A process killed between creating its temp file and renaming it leaves the file behind, and the
+        kubelet never removes them; after enough crashes they would fill the directory. Call this only
+        while no write can run (at start, before the first write).
+        """
+        removed: list[str] = []
+        for entry in os.scandir(self._directory):
+            if _TEMP_NAME.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+                    removed.append(entry.name)
+        return removed
 
     def _stage(self, stage: str) -> None:
         if self._fault is not None:

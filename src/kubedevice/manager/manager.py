@@ -172,6 +172,9 @@ class DeviceManager:
         self._state = "starting"
         self._startup_running = frozenset(running_containers)
         await asyncio.to_thread(_make_plugin_dir, self.plugin_dir)
+        leftovers = await asyncio.to_thread(self._store.remove_stale_temp_files)
+        if leftovers:
+            log.info("removed %d temporary checkpoint file(s) left by a crash", len(leftovers))
         await self._read_checkpoint()
         removed = await asyncio.to_thread(_clean_plugin_dir, self.plugin_dir, self._store.path.name)
         if removed:
