@@ -6,8 +6,8 @@ import typer
 
 from kubedevice import __version__
 from kubedevice.checkpoint_cli import app as checkpoint_app
-from kubedevice.node.cli import register as register_node_commands
 from kubedevice.conformance.command import register as register_conformance
+from kubedevice.node.cli import register as register_node_commands
 from kubedevice.plugin.cli import app as plugin_app
 
 app = typer.Typer(
