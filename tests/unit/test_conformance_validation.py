@@ -9,6 +9,7 @@ import pytest
 from rich.console import Console
 
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
+from kubedevice.conformance.checks import RpcProbe, options_check
 from kubedevice.conformance.report import Findings, Report, Result, not_run, skipped
 from kubedevice.conformance.validation import (
     cdi_name_problem,
@@ -186,3 +187,25 @@ def test_table_shows_plugin_data_verbatim() -> None:
     assert "duplicate device IDs [dev-1]" in text
     assert "[bold]not markup[/bold]" in text
     assert "FAILED" in text
+
+
+def test_options_check_compares_registered_and_served_options() -> None:
+    served = dp.DevicePluginOptions(get_preferred_allocation_available=True)
+    row = options_check(dp.DevicePluginOptions(), served, RpcProbe(True), None)
+    assert row.result is Result.WARN
+    assert (
+        "RegisterRequest.options (pre_start_required=False, get_preferred_allocation_available=False)"
+        in row.detail
+    )
+    assert "GetPreferredAllocation advertised and answers" in row.detail
+    assert options_check(served, served, RpcProbe(True), None).result is Result.PASS
+
+
+def test_options_check_fails_an_advertised_rpc_that_does_not_answer() -> None:
+    served = dp.DevicePluginOptions(get_preferred_allocation_available=True, pre_start_required=True)
+    row = options_check(served, served, RpcProbe(False, "UNIMPLEMENTED: no"), RpcProbe(True))
+    assert row.result is Result.FAIL
+    assert row.detail.startswith(
+        "get_preferred_allocation_available is set but GetPreferredAllocation fails: UNIMPLEMENTED: no"
+    )
+    assert "PreStartContainer required and answers" in row.detail
