@@ -406,6 +406,13 @@ class DeviceManager:
             out[resource] = {d: topology.get(d, ()) for d in devices.healthy}
         return out
 
+    def resource_devices(self, resource: str) -> tuple[frozenset[str], frozenset[str]] | None:
+        """(healthy, unhealthy) device IDs of a resource as the manager counts them; None if unknown."""
+        devices = self._devices.get(resource)
+        if devices is None:
+            return None
+        return frozenset(devices.healthy), frozenset(devices.unhealthy)
+
     def get_devices(self, pod_uid: str, container_name: str) -> dict[str, dict[str, tuple[int, ...]]] | None:
         """resource -> device ID -> NUMA nodes of a container's devices; None if unknown (SPEC §4.6)."""
         return self._pod_devices.device_topology(pod_uid, container_name)

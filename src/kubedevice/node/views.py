@@ -11,12 +11,11 @@ from kubedevice.node.pods import PodRecord
 
 
 def _device_ids(manager: DeviceManager, resource: str) -> tuple[list[str], list[str]]:
-    # The facade exposes counts (registered_resources) and healthy IDs (get_allocatable_devices) but not
-    # the unhealthy IDs, which the status page lists; read the manager's per-resource bookkeeping.
-    devices = manager._devices.get(resource)
+    devices = manager.resource_devices(resource)
     if devices is None:
         return [], []
-    return sorted(devices.healthy), sorted(devices.unhealthy)
+    healthy, unhealthy = devices
+    return sorted(healthy), sorted(unhealthy)
 
 
 def node_view(manager: DeviceManager, checkpoint_path: Path) -> dict[str, Any]:
