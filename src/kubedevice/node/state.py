@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -42,7 +43,11 @@ class PodStateFile:
         self._last_written: dict[str, SavedPod] | None = None
 
     def load(self) -> dict[str, SavedPod]:
-        """The saved pods; a missing file is empty, an unreadable one is logged and treated as empty."""
+        """The saved pods; a missing file is empty, an unreadable one is logged and treated as empty.
+
+        Also removes the temporary files of writes a crash cut short (call it before the first save).
+        """
+        _remove_stale_temp_files(self.path.parent)
         try:
             raw = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -71,6 +76,22 @@ class PodStateFile:
             snapshot = dict(pods)
             await asyncio.to_thread(_write_atomic, self.path, snapshot)
             self._last_written = snapshot
+
+
+#: What tempfile.mkstemp(prefix=".", suffix=".tmp") names the files _write_atomic creates.
+_TEMP_NAME = re.compile(r"\.[a-z0-9_]{8}\.tmp")
+
+
+def _remove_stale_temp_files(directory: Path) -> None:
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        if _TEMP_NAME.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)
+                log.info("removed %s, left by a write a crash cut short", entry.path)
 
 
 def _write_atomic(path: Path, pods: dict[str, SavedPod]) -> None:
