@@ -33,7 +33,7 @@ from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from kubedevice.manager import DeviceManager, DeviceManagerError, Pod
 from kubedevice.manager.checkpoint import WRITE_STAGES
 from kubedevice.node import views
-from kubedevice.node.admission import admit, wait_for_devices
+from kubedevice.node.admission import admit, device_needs, wait_for_devices
 from kubedevice.node.durations import format_duration
 from kubedevice.node.http import Response, StatusServer
 from kubedevice.node.manifests import ManifestFolder, PodManifest, ScanResult
@@ -140,7 +140,9 @@ class NodeDaemon:
         self.manager: DeviceManager | None = None
         self._folder = ManifestFolder(self.paths.manifests, allow_symlinks=config.allow_symlinks)
         self._state = PodStateFile(self.paths.state_file)
-        self._admission_lock = asyncio.Lock()
+        #: resource -> lock: pods sharing a resource are admitted one at a time, as the kubelet admits; a
+        #: pod never waits for a plugin it does not use (a hung plugin blocks only its own pods).
+        self._admission_locks: dict[str, asyncio.Lock] = {}
         self._admissions: dict[str, asyncio.Task[None]] = {}
         self._waiting: set[str] = set()
         self._loops: list[asyncio.Task[None]] = []
@@ -413,7 +415,9 @@ class NodeDaemon:
                     format_duration(self.config.admission_wait),
                     "; ".join(f"{r}: {why}" for r, why in missing.items()),
                 )
-        async with self._admission_lock:
+        async with contextlib.AsyncExitStack() as held:
+            for resource in sorted(device_needs(record.pod)):  # one order: no deadlock between pods
+                await held.enter_async_context(self._admission_locks.setdefault(resource, asyncio.Lock()))
             if self.pods.get(record.uid) is not record or record.phase != "Pending":
                 return
             try:
