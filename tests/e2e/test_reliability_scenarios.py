@@ -186,3 +186,17 @@ def test_a_crashs_leftover_temporary_files_are_removed_at_start(node: NodeProces
     verify = run_cli("checkpoint", "verify", str(node.paths.checkpoint))
     assert verify.returncode == 0, verify.stderr
     assert os.listdir(node.paths.plugin_dir).count("kubelet_internal_checkpoint") == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "line"),
+    [
+        ("0", "error: --plugin-timeout: duration '0' must be more than zero"),
+        ("soon", "error: --plugin-timeout: invalid duration 'soon'"),
+    ],
+)
+def test_a_bad_plugin_timeout_is_one_line_with_exit_2(value: str, line: str) -> None:
+    result = run_cli("node", "--root-dir", "/nonexistent/kd", "--plugin-timeout", value)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[0].startswith(line), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
