@@ -792,15 +792,16 @@ class CheckpointStore:
         """
         return decode(read_file(self.path))
 
-    def write(self, data: CheckpointData) -> None:
+    def write(self, data: CheckpointData, encoder: Callable[[CheckpointData], bytes] = encode) -> None:
         """Replace the file with ``data``: temp file, fsync, rename, directory fsync.
 
         A crash at any point leaves either the old file or the new one, never a mix. On error the temp file
         is removed and CheckpointError is raised. ``data`` is a snapshot: its lists must not change while
-        the write runs in its thread.
+        the write runs in its thread. ``encoder`` must give :func:`encode`'s bytes; a writer of successive
+        checkpoints passes one that remembers the previous write (``CheckpointEncoder.encode``).
         """
         try:
-            self._write(encode(data))
+            self._write(encoder(data))
         except CheckpointError:
             raise
         except Exception as err:

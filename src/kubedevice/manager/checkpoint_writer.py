@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 
 from kubedevice.manager.checkpoint import CheckpointData, CheckpointError, CheckpointStore
+from kubedevice.manager.checkpoint_encoder import CheckpointEncoder
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,8 @@ class CheckpointWriter:
         self._snapshot = snapshot
         self._requested = 0
         self._flush: tuple[int, asyncio.Task[None]] | None = None
+        # Successive writes share most entries: encode only what changed since the previous one.
+        self._encoder = CheckpointEncoder()
         self.writes = 0
 
     async def write(self) -> None:
@@ -60,7 +63,7 @@ class CheckpointWriter:
     async def _write_once(self, gen: int) -> None:
         try:
             data = self._snapshot()
-            await asyncio.to_thread(self._store.write, data)
+            await asyncio.to_thread(self._store.write, data, self._encoder.encode)
             self.writes += 1
         except CheckpointError as err:
             raise CheckpointWriteError(str(err)) from err

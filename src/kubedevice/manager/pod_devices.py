@@ -30,6 +30,9 @@ class ContainerDevices:
 
     devices_per_numa: DevicesPerNuma
     alloc_resp: dp.ContainerAllocateResponse
+    #: The same as the checkpoint records it, built once: every later write reuses this very object, so
+    #: the checkpoint encoder recognises it as unchanged and does not encode it again.
+    checkpoint_entry: PodDevicesEntry
 
     def device_ids(self) -> set[str]:
         ids: set[str] = set()
@@ -43,6 +46,9 @@ class PodDevices:
 
     def __init__(self) -> None:
         self._pods: dict[str, dict[str, dict[str, ContainerDevices]]] = {}
+        #: The checkpoint entries in `entries()` order, kept up to date on the usual append of a new
+        #: pod; None when a change elsewhere means it must be rebuilt.
+        self._checkpoint: list[PodDevicesEntry] | None = []
 
     def __contains__(self, pod_uid: object) -> bool:
         return pod_uid in self._pods
@@ -58,13 +64,30 @@ class PodDevices:
         per_numa: DevicesPerNuma,
         resp: dp.ContainerAllocateResponse,
     ) -> None:
-        self._pods.setdefault(pod_uid, {}).setdefault(container, {})[resource] = ContainerDevices(
-            per_numa, resp
+        entry = PodDevicesEntry(
+            pod_uid=pod_uid,
+            container_name=container,
+            resource_name=resource,
+            device_ids={numa: list(ids) for numa, ids in per_numa.items()},
+            alloc_resp=resp.SerializeToString(),
         )
+        containers = self._pods.setdefault(pod_uid, {})
+        resources = containers.setdefault(container, {})
+        appended = (
+            resource not in resources
+            and next(reversed(self._pods)) == pod_uid
+            and next(reversed(containers)) == container
+        )
+        resources[resource] = ContainerDevices(per_numa, resp, entry)
+        if appended and self._checkpoint is not None:
+            self._checkpoint.append(entry)
+        else:
+            self._checkpoint = None
 
     def delete(self, pod_uids: Iterable[str]) -> None:
         for uid in pod_uids:
-            self._pods.pop(uid, None)
+            if self._pods.pop(uid, None) is not None:
+                self._checkpoint = None
 
     def container_devices(self, pod_uid: str, container: str, resource: str) -> set[str] | None:
         """The device IDs a container holds of a resource, None when it holds none (no entry)."""
@@ -107,18 +130,12 @@ class PodDevices:
         return pods
 
     def to_checkpoint(self) -> list[PodDevicesEntry]:
-        entries: list[PodDevicesEntry] = []
-        for pod_uid, container, resource, entry in self.entries():
-            entries.append(
-                PodDevicesEntry(
-                    pod_uid=pod_uid,
-                    container_name=container,
-                    resource_name=resource,
-                    device_ids={numa: list(ids) for numa, ids in entry.devices_per_numa.items()},
-                    alloc_resp=entry.alloc_resp.SerializeToString(),
-                )
-            )
-        return entries
+        """The entries to checkpoint, as a new list (a snapshot a writer thread may hold)."""
+        if self._checkpoint is None:
+            self._checkpoint = [
+                entry.checkpoint_entry for _pod, _container, _resource, entry in self.entries()
+            ]
+        return list(self._checkpoint)
 
     @classmethod
     def from_checkpoint(cls, entries: Iterable[PodDevicesEntry]) -> PodDevices:
