@@ -191,6 +191,9 @@ class DeviceManager:
         self._server = server
         self._state = "running"
         await server.start()
+        # gRPC creates the socket under the process umask; plugins run as root or the same group, and
+        # nobody else may register (the directory's 0750 alone is no guarantee once it is shared).
+        await asyncio.to_thread(os.chmod, self.socket_path, _SOCKET_MODE)
         if self.plugins_registry is not None:
             self._watcher = PluginWatcher(
                 self.plugins_registry,
@@ -874,6 +877,10 @@ class _Admission:
 
 def _proto_text(msg: dp.AllocateResponse) -> str:
     return "{" + str(msg).replace("\n", " ").strip() + "}"
+
+
+#: kubelet.sock: owner and group only.
+_SOCKET_MODE = 0o660
 
 
 def _make_plugin_dir(directory: Path) -> None:
