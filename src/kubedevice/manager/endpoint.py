@@ -17,6 +17,7 @@ import grpc.aio
 
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
+from kubedevice.manager.devices import Snapshot
 from kubedevice.manager.errors import PluginCallError
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,8 @@ CHANNEL_OPTIONS: Sequence[tuple[str, int | str]] = (
     ("grpc.default_authority", "localhost"),
 )
 
-SnapshotHandler = Callable[["Endpoint", dp.ListAndWatchResponse], Awaitable[None]]
+SnapshotHandler = Callable[["Endpoint", Snapshot], Awaitable[None]]
+LIST_AND_WATCH = "/v1beta1.DevicePlugin/ListAndWatch"
 
 
 def unix_target(socket_path: str) -> str:
@@ -79,7 +81,7 @@ class Endpoint:
             dp_grpc.DevicePluginStub(channel) if channel is not None else None
         )
         self._stop_time = stopped_at
-        self._stream: grpc.aio.UnaryStreamCall[dp.Empty, dp.ListAndWatchResponse] | None = None
+        self._stream: grpc.aio.UnaryStreamCall[dp.Empty, Snapshot] | None = None
         self._closing = False
         #: monotonic time of connection, for ordering siblings
         self.connected_at = time.monotonic()
@@ -129,10 +131,14 @@ class Endpoint:
 
     async def list_and_watch(self, on_snapshot: SnapshotHandler) -> str:
         """Follow the stream until it ends; returns why it ended. Never reconnects (SPEC §2.3)."""
-        if self._stub is None:
+        if self._stub is None or self._channel is None:
             return "endpoint has no plugin"
+        # Snapshots stay bytes until applied, so an unchanged device is never decoded (see devices.py).
+        list_and_watch = self._channel.unary_stream(
+            LIST_AND_WATCH, request_serializer=dp.Empty.SerializeToString, response_deserializer=Snapshot
+        )
         try:
-            self._stream = self._stub.ListAndWatch(dp.Empty())
+            self._stream = list_and_watch(dp.Empty())
             async for msg in self._stream:
                 await on_snapshot(self, msg)
             return "stream closed by the plugin"

@@ -43,7 +43,7 @@ from kubedevice.manager.checkpoint import (
     CheckpointStore,
 )
 from kubedevice.manager.checkpoint_writer import CheckpointWriteError, CheckpointWriter
-from kubedevice.manager.devices import NO_TOPOLOGY, ResourceDevices
+from kubedevice.manager.devices import NO_TOPOLOGY, ResourceDevices, Snapshot
 from kubedevice.manager.endpoint import Endpoint
 from kubedevice.manager.errors import AdmissionError, PluginCallError, RegistrationError, RunOptionsError
 from kubedevice.manager.metrics import ManagerMetrics
@@ -333,7 +333,7 @@ class DeviceManager:
         await endpoint.close()
         self._changes.publish(Change("disconnected", resource))
 
-    async def _on_snapshot(self, endpoint: Endpoint, msg: dp.ListAndWatchResponse) -> None:
+    async def _on_snapshot(self, endpoint: Endpoint, msg: Snapshot) -> None:
         resource = endpoint.resource_name
         if self._endpoint_store.get(resource, {}).get(endpoint.socket_path) is not endpoint:
             return  # a replaced connection's last words
@@ -341,7 +341,7 @@ class DeviceManager:
         if devices is None:
             devices = self._devices[resource] = ResourceDevices()
         before = self._health_of_allocated(resource, devices)
-        report = devices.apply_snapshot(msg.devices)
+        report = devices.apply(msg)
         warning = report.warning(resource)
         if warning is not None:
             log.warning("%s", warning)
