@@ -75,6 +75,8 @@ class ForkServer:
             text=True,
         )
         self.live: set[int] = set()
+        #: Exit codes of the reaped children (a pid is reaped once).
+        self.codes: dict[int, int] = {}
 
     def _call(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self._proc.stdin is not None and self._proc.stdout is not None
@@ -96,20 +98,25 @@ class ForkServer:
 
     def wait(self, pid: int) -> int:
         """Reap `pid`; its exit code (negative: killed by that signal)."""
-        code = int(self._call({"op": "wait", "pid": pid})["code"])
-        self.live.discard(pid)
-        return code
+        if pid not in self.codes:
+            self.codes[pid] = int(self._call({"op": "wait", "pid": pid})["code"])
+            self.live.discard(pid)
+        return self.codes[pid]
 
     def exited(self, pid: int) -> int | None:
         """`pid`'s exit code if it has ended (it is then reaped), else None."""
-        code = self._call({"op": "poll", "pid": pid})["code"]
-        if code is not None:
+        if pid not in self.codes:
+            code = self._call({"op": "poll", "pid": pid})["code"]
+            if code is None:
+                return None
+            self.codes[pid] = int(code)
             self.live.discard(pid)
-        return None if code is None else int(code)
+        return self.codes[pid]
 
     def kill(self, pid: int, sig: int = signal.SIGKILL) -> int:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
+        if pid not in self.codes:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
         return self.wait(pid)
 
     def run(self, argv: Sequence[str], log: Path) -> tuple[int, str]:

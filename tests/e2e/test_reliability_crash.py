@@ -264,7 +264,10 @@ async def _record_running(paths: NodePaths, ledger: Ledger, seconds: float) -> s
         except StatusClientError:
             return "died"
         for name, devices in _running(pods).items():
-            ledger.admitted.setdefault(name, devices)
+            # A pod admitted before its plugin registered runs without devices (the kubelet drops extended
+            # resources the node does not have) and is admitted again after a restart: nothing to keep.
+            if devices:
+                ledger.admitted.setdefault(name, devices)
         await asyncio.sleep(0.02)
     return "alive"
 
