@@ -156,6 +156,17 @@ class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
         self._metrics.inc(_GET.errors)
         await context.abort(
             grpc.StatusCode.NOT_FOUND,
-            f"pod {request.pod_name} in namespace {request.pod_namespace} not found",
+            f"pod {_shown(request.pod_name)} in namespace {_shown(request.pod_namespace)} not found",
         )
         raise AssertionError("unreachable: abort raises")
+
+
+#: Longer names are cut in error messages: gRPC drops a status whose message passes its 8 KiB metadata
+#: limit, and the caller would see "Stream removed" instead of NOT_FOUND.
+_MAX_SHOWN = 256
+
+
+def _shown(name: str) -> str:
+    if len(name) <= _MAX_SHOWN:
+        return name
+    return f"{name[:_MAX_SHOWN]}... ({len(name)} characters)"
