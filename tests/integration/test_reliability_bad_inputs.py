@@ -601,8 +601,8 @@ CASES: list[tuple[str, str, Case, str, Callable[[NodePaths], None] | None]] = [
     (
         "pr-huge-name",
         "PodResources Get",
-        _podresources("Get", pr.GetPodResourcesRequest(pod_name="p" * 10_000).SerializeToString()),
-        "NOT_FOUND: pod ppp",
+        _podresources("Get", pr.GetPodResourcesRequest(pod_name="p" * 100_000).SerializeToString()),
+        "NOT_FOUND: pod " + "p" * 256 + "... (100000 characters) in namespace  not found",
         None,
     ),
     (
