@@ -690,13 +690,15 @@ class DeviceManager:
             else:
                 if picker.take(aligned):
                     return picker
-                preferred = await self._preferred_allocation(
-                    resource, available | picker.picked, picker.picked, required
-                )
-                aligned, unaligned, no_affinity = self._revalidate(resource, pod, container, affinity)
-                available = aligned | unaligned | no_affinity
+                preferred = None
+                if self._asks_preferred(resource):
+                    preferred = await self._preferred_allocation(
+                        resource, available | picker.picked, picker.picked, required
+                    )
+                    aligned, unaligned, no_affinity = self._revalidate(resource, pod, container, affinity)
+                # Without a plugin call nothing was awaited, so the candidates are still current.
                 if (
-                    picker.take(preferred & available if preferred else None)
+                    picker.take(preferred & (aligned | unaligned | no_affinity) if preferred else None)
                     or picker.take(aligned)
                     or picker.take(unaligned)
                     or picker.take(no_affinity)
@@ -740,6 +742,13 @@ class DeviceManager:
         if self._affinity is not None:
             return self._affinity(pod.uid, container.name)
         return None
+
+    def _asks_preferred(self, resource: str) -> bool:
+        """Whether allocation must go through `_preferred_allocation` (which also reports a lost endpoint)."""
+        endpoint = self._endpoints.get(resource)
+        return endpoint is None or (
+            endpoint.options is not None and endpoint.options.get_preferred_allocation_available
+        )
 
     async def _preferred_allocation(
         self, resource: str, available: set[str], must_include: set[str], size: int
