@@ -1,0 +1,109 @@
+"""The bench harness must not rot: its fixtures are right and its scenarios run end to end at tiny sizes.
+
+No timing is asserted here; speed is measured by `python -m bench`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import admission, listwatch
+from bench.common import RESOURCE, Figures, Target, device_id, list_and_watch_bytes, short_tempdir
+from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
+from kubedevice.manager.checkpoint import CheckpointStore
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_hand_encoded_snapshot_parses_to_the_devices_it_describes() -> None:
+    raw = list_and_watch_bytes(10, unhealthy=[3, 7])
+    msg = dp.ListAndWatchResponse.FromString(raw)
+    expected = dp.ListAndWatchResponse()
+    for i in range(10):
+        d = expected.devices.add(ID=device_id(i), health="Unhealthy" if i in (3, 7) else "Healthy")
+        d.topology.nodes.add(ID=0 if i < 5 else 1)
+    assert msg == expected
+    # Byte-identical to what protobuf itself would send, so the manager sees an ordinary message.
+    assert raw == expected.SerializeToString()
+
+
+def test_window_cost_is_the_mean_of_the_window() -> None:
+    done = [1.0, 2.0, 4.0, 8.0]
+    assert admission.window_cost(done, 0, 2) == 1.0
+    assert admission.window_cost(done, 2, 4) == 3.0
+
+
+def test_targets_compare_in_the_right_direction() -> None:
+    assert Target(0.5).met(0.4) and not Target(0.5).met(0.5)
+    assert Target(500, "higher").met(500) and not Target(500, "higher").met(499)
+    figures = Figures("x")
+    figures.add("f", 3.0, "s", target=Target(2.0))
+    figures.add("f", 1.0, "s")
+    figures.add("f", 1.5, "s")
+    (figure,) = figures
+    assert figure.median == 1.5 and figure.met is True
+    assert figure.to_json()["min"] == 1.0 and figure.to_json()["max"] == 3.0
+
+
+async def test_listwatch_applies_and_flips_through_a_real_manager() -> None:
+    snapshot = list_and_watch_bytes(200)
+    flipped = list_and_watch_bytes(200, range(0, 200, 100))
+    applied, flip = await listwatch.measure_once(200, snapshot, flipped, 2)
+    assert applied > 0 and flip > 0
+
+
+async def test_admission_admits_every_pod_and_checkpoints_them() -> None:
+    with short_tempdir() as root:
+        from bench.common import manager_with_plugin
+
+        async with manager_with_plugin(root, 12) as (manager, _plugin):
+            done = await admission.admit_all(manager, admission.one_device_pods(12), inflight=4)
+            assert len(done) == 12 and done == sorted(done)
+            assert len(manager.pod_uids()) == 12
+            saved = CheckpointStore(root / "dp").read().data
+            assert saved.pod_device_entries is not None
+            assert {e.pod_uid for e in saved.pod_device_entries} == manager.pod_uids()
+            assert {e.resource_name for e in saved.pod_device_entries} == {RESOURCE}
+
+
+def test_quick_run_as_a_process_writes_results(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--only", "listwatch", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(out.read_text())
+    names = {f["name"] for f in results["figures"]}
+    assert {"apply 100 devices", "flip 1% of 1,000"} <= names
+    assert all(f["scenario"] == "listwatch" and len(f["samples"]) == 1 for f in results["figures"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--runs", "0"], "--runs must be at least 1"),
+        (["--only", "nope"], "invalid choice: 'nope'"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(args: list[str], message: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
