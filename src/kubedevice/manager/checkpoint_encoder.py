@@ -22,6 +22,7 @@ import fnv_c
 import fnv_c.ext
 
 from kubedevice.manager.checkpoint import (
+    _NEEDS_ESCAPE,
     _SPEW_HEAD,
     _SPEW_REG,
     CheckpointData,
@@ -134,7 +135,7 @@ class CheckpointEncoder:
         else:
             reg_json = _utf8(
                 "{"
-                + ",".join([f"{_json_str(r)}:{_json_strlist(registered[r])}" for r in sorted(registered)])
+                + ",".join([f"{_json_str(r)}:{_ids_json(registered[r])}" for r in sorted(registered)])
                 + "}"
             )
             reg_spew = _utf8(
@@ -163,6 +164,13 @@ class CheckpointEncoder:
                 b"}",
             ]
         )
+
+
+def _ids_json(ids: Sequence[str] | None) -> str:
+    """`_json_strlist`, with one escape check over all IDs: 10^5 plain IDs are one C-level join."""
+    if ids is None or _NEEDS_ESCAPE.search("".join(ids)) is not None:
+        return _json_strlist(ids)
+    return '["' + '","'.join(ids) + '"]' if ids else "[]"
 
 
 def _common_prefix(old: Sequence[PodDevicesEntry], new: Sequence[PodDevicesEntry]) -> int:
