@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -182,6 +183,8 @@ def _print_event(event: LifecycleEvent) -> None:
 
 
 def _run(common: _Common, make_plugin: Callable[[], DevicePlugin]) -> None:
+    # gRPC core logs every GOAWAY of a restarting kubelet at INFO on stderr; that is normal here.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     logging.basicConfig(
         level=common.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

@@ -84,7 +84,7 @@ class PluginServer:
         *,
         use_inotify: bool = True,
         poll_interval: float = 0.5,
-        debounce: float = 0.05,
+        debounce: float = 0.01,
         backoff: Backoff = Backoff(),
         register_timeout: float = DIAL_TIMEOUT_S + 5.0,
         plugin_watcher: bool = False,
@@ -197,10 +197,7 @@ class PluginServer:
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
         for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await _cancel_and_wait(task)
         await self.watcher.stop()
         endpoints = [*self._retired, *([self._endpoint] if self._endpoint else [])]
         self._retired, self._endpoint = [], None
@@ -266,8 +263,11 @@ class PluginServer:
                     return state.kubelet
             # Wake early when kubelet.sock appears: right after a restart that is the moment it can answer.
             delay = next(delays)
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation that
+            # lands just as the event fires, and stop() would then wait forever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.watcher.changed.wait(), delay)
+                async with asyncio.timeout(delay):
+                    await self.watcher.changed.wait()
 
     async def _register_once(self) -> None:
         assert self._endpoint is not None
@@ -372,6 +372,16 @@ class PluginServer:
         self.metrics.observe_devices(devices)
         healthy = sum(1 for d in devices if d.healthy)
         self.events.emit(EventKind.DEVICES, healthy=str(healthy), unhealthy=str(len(devices) - healthy))
+
+
+async def _cancel_and_wait(task: asyncio.Task[None]) -> None:
+    # Cancel again until it ends: code that swallows one CancelledError (3.11's wait_for did, when
+    # the awaited future finished at the same moment) must not hang shutdown.
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=0.5)
+    if not task.cancelled() and task.exception() is not None:
+        log.error("%s ended with %r", task.get_name(), task.exception())
 
 
 def serve(plugin: DevicePlugin, plugin_dir: str = DEFAULT_PLUGIN_DIR, **options: object) -> None:
