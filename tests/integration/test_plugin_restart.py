@@ -7,6 +7,7 @@ up in the totals without any fixed sleep.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Sequence
 
@@ -164,3 +165,26 @@ async def test_kubelet_socket_removed_and_absent_for_a_while(plugin_dir: str) ->
         await wait_until(lambda: server.registrations == 2, what="re-registration")
         assert len(kinds(events, EventKind.KUBELET_RESTART)) == 1
         await kubelet.stop()
+
+
+async def test_stop_ends_promptly_in_every_phase_of_a_restart(plugin_dir: str) -> None:
+    # Stop lands while waiting for kubelet.sock, mid-retry, and right as a restart is noticed.
+    for phase in range(6):
+        events: list[LifecycleEvent] = []
+        kubelet = FakeKubelet(plugin_dir)
+        if phase % 3 == 1:
+            make_stale_socket(kubelet.socket)
+        elif phase % 3 == 2:
+            await kubelet.start()
+        server = make_server(plugin_dir, use_inotify=phase < 3, events=events)
+        await server.start()
+        await wait_until(lambda s=server: s.inventory.ready.is_set(), what="device list")
+        if phase % 3 == 2:
+            await kubelet.wait_registrations(1)
+            await kubelet.stop()
+            await kubelet.start()
+        async with asyncio.timeout(10):
+            await server.stop()
+        assert events[-1].kind == EventKind.STOPPED
+        assert not [n for n in os.listdir(plugin_dir) if n.startswith("example.com")]
+        await kubelet.stop(remove_socket=True)
