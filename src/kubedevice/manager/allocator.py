@@ -51,9 +51,10 @@ def filter_by_affinity(
 
     Each device goes to the first of its NUMA nodes in this order: nodes of the affinity, then the
     others, each by ascending number of available devices (ties by node ID), then "no topology".
+    Without an affinity the third set is `available` itself (no copy of 10^5 IDs): callers only read them.
     """
     if affinity is None or not devices.has_topology:
-        return set(), set(), set(available)
+        return set(), set(), available
     topology = devices.topology
     per_node: dict[int, int] = {}
     for d in available:
