@@ -200,3 +200,50 @@ def test_a_bad_plugin_timeout_is_one_line_with_exit_2(value: str, line: str) -> 
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[0].startswith(line), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def _reboot_with_pod(node: NodeProcesses) -> list[str]:
+    """A pod Running on boot A; then the node "reboots": daemon and plugin killed, the checkpoint kept."""
+    node.start_daemon("--boot-id", "boot-a")
+    node.start_plugin(GPU, 2)
+    node.wait_capacity(GPU, 2, 2)
+    node.write_manifest("survivor.yaml", pod_manifest("survivor", {GPU: 1}))
+    devices = _devices(node.wait_phase("survivor", "Running"))["main"]
+    node.kill_daemon()
+    node.kill_plugin(GPU)
+    return devices
+
+
+def test_node_reboot_with_a_slow_plugin_fails_admission_by_default(node: NodeProcesses) -> None:
+    _reboot_with_pod(node)
+    node.start_daemon("--boot-id", "boot-b")
+    # Nothing runs after a reboot, so the checkpointed pod is admitted again with the kubelet's checks;
+    # its plugin has not re-registered, so it has no healthy device (SPEC §8.1 step 5).
+    failed = node.wait_phase("survivor", "Failed")
+    assert failed["reason"] == "UnexpectedAdmissionError"
+    assert failed["message"] == f"no healthy devices present; cannot allocate unhealthy devices {GPU}"
+    # Its devices were freed, and a plugin coming back does not revive a Failed pod.
+    node.start_plugin(GPU, 2)
+    node.wait_capacity(GPU, 2, 2)
+    survivor = node.pod("survivor")
+    assert survivor is not None and survivor["phase"] == "Failed"
+    assert _devices(survivor) == {"main": []}
+    assert "survivor" not in _podresources(node)
+
+
+def test_node_reboot_with_admission_wait_keeps_the_same_devices(node: NodeProcesses) -> None:
+    devices = _reboot_with_pod(node)
+    node.start_daemon("--boot-id", "boot-b", "--admission-wait", "60s")
+    assert node.pod("survivor")["phase"] == "Pending"  # type: ignore[index]
+    node.start_plugin(GPU, 2)
+    running = node.wait_phase("survivor", "Running")
+    assert _devices(running)["main"] == devices  # the checkpointed devices, not new ones
+    assert _podresources(node)["survivor"] == {"main": sorted(devices)}
+
+
+def test_daemon_restart_in_the_same_boot_keeps_the_fast_path(node: NodeProcesses) -> None:
+    devices = _reboot_with_pod(node)
+    node.start_daemon("--boot-id", "boot-a")
+    # The same boot: containers still run, so the pod keeps its devices with no plugin at all.
+    running = node.wait_phase("survivor", "Running")
+    assert _devices(running)["main"] == devices

@@ -37,3 +37,26 @@ def test_missing_or_unreadable_files_are_empty(tmp_path: Path) -> None:
 
 def vars_of(pod: SavedPod) -> dict[str, str]:
     return {k: getattr(pod, k) for k in SavedPod.__dataclass_fields__}
+
+
+async def test_the_boot_id_is_kept_and_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    first = PodStateFile(path, boot_id="boot-a")
+    assert first.load() == {} and first.saved_boot_id is None  # no file: no previous boot known
+    await first.save({})  # written even with no pods, so the next start knows the boot
+    assert json.loads(path.read_text())["bootID"] == "boot-a"
+    second = PodStateFile(path, boot_id="boot-b")
+    second.load()
+    assert second.saved_boot_id == "boot-a"  # the daemon compares this with its own boot
+    await second.save({})
+    assert json.loads(path.read_text())["bootID"] == "boot-b"
+
+
+def test_current_boot_id(tmp_path: Path) -> None:
+    from kubedevice.node.boot import current_boot_id
+
+    boot = tmp_path / "boot_id"
+    boot.write_text("1a2b\n")
+    assert current_boot_id(path=boot) == "1a2b"
+    assert current_boot_id("override", path=boot) == "override"
+    assert current_boot_id(path=tmp_path / "absent") == ""

@@ -50,6 +50,7 @@ def device_needs(pod: Pod) -> dict[str, int]:
 def missing_devices(manager: DeviceManager, pod: Pod) -> dict[str, str]:
     """resource -> why the node cannot give the pod its devices now; empty when it can."""
     status = {r.resource_name: r for r in manager.registered_resources()}
+    held = _held_devices(manager, pod)
     missing: dict[str, str] = {}
     for resource, needed in sorted(device_needs(pod).items()):
         s = status.get(resource)
@@ -57,9 +58,25 @@ def missing_devices(manager: DeviceManager, pod: Pod) -> dict[str, str]:
             missing[resource] = "no plugin registered"
         elif s.state != "running":
             missing[resource] = "its plugin is not running"
-        elif s.healthy - s.allocated < needed:
-            missing[resource] = f"{max(s.healthy - s.allocated, 0)} free healthy devices, {needed} needed"
+        elif held.get(resource) and not held[resource] <= _healthy(manager, resource):
+            missing[resource] = "the devices it holds are not healthy"
+        elif (free := s.healthy - s.allocated + len(held.get(resource, ()))) < needed:
+            missing[resource] = f"{max(free, 0)} free healthy devices, {needed} needed"
     return missing
+
+
+def _held_devices(manager: DeviceManager, pod: Pod) -> dict[str, set[str]]:
+    """resource -> devices the pod already holds (from the checkpoint, after a node reboot)."""
+    held: dict[str, set[str]] = {}
+    for container in _starting_order(pod):
+        for resource, devices in (manager.get_devices(pod.uid, container.name) or {}).items():
+            held.setdefault(resource, set()).update(devices)
+    return held
+
+
+def _healthy(manager: DeviceManager, resource: str) -> frozenset[str]:
+    devices = manager.resource_devices(resource)
+    return devices[0] if devices is not None else frozenset()
 
 
 async def wait_for_devices(manager: DeviceManager, pod: Pod, wait: float) -> dict[str, str]:

@@ -103,6 +103,12 @@ def node(
         "--plugin-timeout",
         help="Deadline of each Allocate, GetPreferredAllocation and PreStartContainer.",
     ),
+    boot_id: str | None = typer.Option(
+        None,
+        "--boot-id",
+        hidden=True,
+        help="Use this boot ID instead of the kernel's (tests simulate a node reboot with it).",
+    ),
 ) -> None:
     """Run the node daemon: device manager, pods from manifests, PodResources and the status API."""
     try:
@@ -117,6 +123,7 @@ def node(
         admission_wait=_duration("--admission-wait", admission_wait),
         allow_symlinks=allow_symlinks,
         plugin_timeout=_positive_duration("--plugin-timeout", plugin_timeout),
+        boot_id=boot_id,
     )
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

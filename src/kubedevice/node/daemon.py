@@ -34,6 +34,7 @@ from kubedevice.manager import DeviceManager, DeviceManagerError, Pod
 from kubedevice.manager.checkpoint import WRITE_STAGES
 from kubedevice.node import views
 from kubedevice.node.admission import admit, device_needs, wait_for_devices
+from kubedevice.node.boot import current_boot_id
 from kubedevice.node.durations import format_duration
 from kubedevice.node.http import Response, StatusServer
 from kubedevice.node.manifests import ManifestFolder, PodManifest, ScanResult
@@ -107,6 +108,8 @@ class NodeConfig:
     plugin_timeout: float = PRE_START_CONTAINER_TIMEOUT_S
     #: How often capacity is recomputed, as the kubelet's node status loop does (drops expired resources).
     status_interval: float = 1.0
+    #: This boot's ID instead of the kernel's; a different one than last time means the node rebooted.
+    boot_id: str | None = None
 
 
 class NodeStartError(Exception):
@@ -139,7 +142,7 @@ class NodeDaemon:
         self.podresources_metrics = PodResourcesMetrics(self.registry)
         self.manager: DeviceManager | None = None
         self._folder = ManifestFolder(self.paths.manifests, allow_symlinks=config.allow_symlinks)
-        self._state = PodStateFile(self.paths.state_file)
+        self._state = PodStateFile(self.paths.state_file, current_boot_id(config.boot_id))
         #: resource -> lock: pods sharing a resource are admitted one at a time, as the kubelet admits; a
         #: pod never waits for a plugin it does not use (a hung plugin blocks only its own pods).
         self._admission_locks: dict[str, asyncio.Lock] = {}
@@ -274,6 +277,9 @@ class NodeDaemon:
     async def _first_scan(self, manager: DeviceManager) -> None:
         saved = await asyncio.to_thread(self._state.load)
         checkpointed = manager.pod_uids()
+        rebooted = self._state.saved_boot_id not in (None, self._state.boot_id)
+        if rebooted:
+            log.info("the node rebooted: pods in the checkpoint are admitted again, with checks")
         result = await asyncio.to_thread(self._folder.scan)
         self._report_bad_files(result.errors)
         new: list[PodRecord] = []
@@ -282,7 +288,7 @@ class NodeDaemon:
             self.pods.add(record)
             if self._restore_terminated(record, saved.get(m.uid)):
                 continue
-            if m.uid in checkpointed:
+            if m.uid in checkpointed and not rebooted:
                 await self._restore_running(manager, record)
             else:
                 new.append(record)

@@ -35,10 +35,17 @@ class SavedPod:
 
 
 class PodStateFile:
-    """`{"version": 1, "pods": {uid: SavedPod}}` at `path`; writes are serialized and atomic."""
+    """`{"version": 1, "bootID": str, "pods": {uid: SavedPod}}` at `path`; writes are serialized and atomic.
 
-    def __init__(self, path: Path) -> None:
+    `bootID` is the boot the pods last ran in: after a reboot no container is running any more, so the
+    daemon must admit checkpointed pods again with the kubelet's checks instead of its restart fast path.
+    """
+
+    def __init__(self, path: Path, boot_id: str = "") -> None:
         self.path = path
+        self.boot_id = boot_id
+        #: The boot ID the file on disk records; None when there is no file or it records none.
+        self.saved_boot_id: str | None = None
         self._lock = asyncio.Lock()
         self._last_written: dict[str, SavedPod] | None = None
 
@@ -60,6 +67,8 @@ class PodStateFile:
         if not isinstance(entries, dict) or raw.get("version") != STATE_VERSION:
             log.error("ignoring pod state file %s: not a version %d state file", self.path, STATE_VERSION)
             return {}
+        saved_boot = raw.get("bootID")
+        self.saved_boot_id = saved_boot if isinstance(saved_boot, str) and saved_boot else None
         for uid, entry in entries.items():
             try:
                 pods[uid] = SavedPod(**{k: str(entry[k]) for k in SavedPod.__dataclass_fields__})
@@ -71,10 +80,11 @@ class PodStateFile:
     async def save(self, pods: dict[str, SavedPod]) -> None:
         """Write `pods` unless it equals what was last written."""
         async with self._lock:
-            if pods == self._last_written:
+            if pods == self._last_written and self.saved_boot_id == self.boot_id:
                 return
             snapshot = dict(pods)
-            await asyncio.to_thread(_write_atomic, self.path, snapshot)
+            await asyncio.to_thread(_write_atomic, self.path, snapshot, self.boot_id)
+            self.saved_boot_id = self.boot_id
             self._last_written = snapshot
 
 
@@ -94,9 +104,13 @@ def _remove_stale_temp_files(directory: Path) -> None:
                 log.info("removed %s, left by a write a crash cut short", entry.path)
 
 
-def _write_atomic(path: Path, pods: dict[str, SavedPod]) -> None:
+def _write_atomic(path: Path, pods: dict[str, SavedPod], boot_id: str) -> None:
     body = json.dumps(
-        {"version": STATE_VERSION, "pods": {uid: asdict(p) for uid, p in sorted(pods.items())}},
+        {
+            "version": STATE_VERSION,
+            "bootID": boot_id,
+            "pods": {uid: asdict(p) for uid, p in sorted(pods.items())},
+        },
         indent=1,
         sort_keys=True,
     )
