@@ -4,7 +4,8 @@ What tests/e2e/test_node_daemon.py already covers is not repeated here (a pod ge
 PodResources shows it; a daemon restart keeps devices without re-admission; Failed, Succeeded and
 orphaned pods after a restart; a plugin's death past the grace period; --admission-wait for a new pod).
 This file adds: a daemon restart together with a plugin restart, a plugin deleted and recreated within the
-grace period, init + sidecar + regular containers, a hung (SIGSTOPped) plugin, and a crash's leftovers.
+grace period, init + sidecar + regular containers, a hung (SIGSTOPped) plugin, a crash's leftovers, and a
+node reboot (a new boot ID) with a plugin slow to come back, with and without --admission-wait.
 """
 
 from __future__ import annotations
