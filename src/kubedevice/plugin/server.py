@@ -339,13 +339,18 @@ class PluginServer:
             server.add_insecure_port(f"unix://{path}")
         except RuntimeError as exc:
             raise ConfigError(f"cannot bind {path}: {exc}") from exc
-        await server.start()
         endpoint = _Endpoint(path, server, service)
+        # Listed from the start, so a stop() that cancels us half-way still closes this server:
+        # a gRPC server left running past the event loop hangs interpreter exit.
+        self._retired.append(endpoint)
+        await server.start()
         try:
             await self._check_answers(path)
         except grpc.aio.AioRpcError as exc:
+            self._retired.remove(endpoint)
             await self._close_endpoint(endpoint)
             raise ConfigError(f"own socket {path} does not answer: {exc.details()}") from exc
+        self._retired.remove(endpoint)
         if self._endpoint is not None:
             self._retired.append(self._endpoint)
         self._endpoint = endpoint
@@ -358,9 +363,11 @@ class PluginServer:
             )
 
     async def _retire_old_endpoints(self) -> None:
-        retired, self._retired = self._retired, []
-        for endpoint in retired:
+        # Unlisted only once closed: if stop() cancels us mid-way, it closes the rest.
+        while self._retired:
+            endpoint = self._retired[0]
             await self._close_endpoint(endpoint)
+            self._retired.remove(endpoint)
 
     async def _close_endpoint(self, endpoint: _Endpoint) -> None:
         endpoint.service.close()
