@@ -9,14 +9,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 from kubedevice.node.daemon import NodePaths
 from kubedevice.node.http import StatusClientError, get
+from tests.waiting import poll, poll_async, short_tempdir
 
 CLI = (sys.executable, "-c", "from kubedevice.cli import run; run()")
 DEADLINE_S = 20.0
@@ -24,33 +23,15 @@ T = TypeVar("T")
 
 
 def short_tmpdir(prefix: str = "kd-node-") -> Path:
-    """A folder short enough for unix socket paths (pytest's tmp_path can exceed 107 bytes)."""
-    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    return short_tempdir(prefix)
 
 
 def wait_for(condition: Callable[[], T | None], what: str, deadline_s: float = DEADLINE_S) -> T:
-    """Poll `condition` until it returns something truthy; fail naming `what` after the deadline."""
-    end = time.monotonic() + deadline_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {deadline_s:g}s waiting for {what}")
-        time.sleep(0.05)
+    return poll(condition, what, deadline_s, interval=0.05)
 
 
 async def async_wait_for(condition: Callable[[], Any], what: str, deadline_s: float = DEADLINE_S) -> Any:
-    end = time.monotonic() + deadline_s
-    while True:
-        value = condition()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {deadline_s:g}s waiting for {what}")
-        await asyncio.sleep(0.05)
+    return await poll_async(condition, what, deadline_s, interval=0.05)
 
 
 def run_cli(*args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:

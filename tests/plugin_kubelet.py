@@ -14,7 +14,6 @@ import shutil
 import socket
 import stat
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,25 +24,17 @@ import pytest
 from kubedevice.api.constants import KUBELET_SOCKET_NAME
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
+from tests.waiting import poll, poll_async
 
 DEADLINE_S = 20.0
 
 
 async def wait_until(predicate: Callable[[], bool], deadline_s: float = DEADLINE_S, what: str = "") -> None:
-    """Poll `predicate` until true; fail the test naming `what` once the deadline passes."""
-    deadline = time.monotonic() + deadline_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {deadline_s}s waiting for {what or predicate}")
-        await asyncio.sleep(0.01)
+    await poll_async(predicate, what or str(predicate), deadline_s)
 
 
 def wait_until_sync(predicate: Callable[[], bool], deadline_s: float = DEADLINE_S, what: str = "") -> None:
-    deadline = time.monotonic() + deadline_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {deadline_s}s waiting for {what or predicate}")
-        time.sleep(0.01)
+    poll(predicate, what or str(predicate), deadline_s, interval=0.01)
 
 
 def exists(path: str | None) -> bool:

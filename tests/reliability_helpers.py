@@ -18,7 +18,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -28,6 +27,7 @@ import kubedevice.cli
 from kubedevice.manager import AdmissionError, Container, DeviceManager, Pod
 from kubedevice.node.daemon import CHECKPOINT_FAULT_ENV, checkpoint_fault_from_env
 from tests.integration.fakeplugin import FakePlugin, make_devices
+from tests.waiting import poll
 
 REPO = Path(__file__).resolve().parent.parent
 DEADLINE_S = 20.0
@@ -36,15 +36,7 @@ TEMP_FILE = re.compile(r"\.\d+")
 
 
 def wait_until(condition: Callable[[], Any], what: str, deadline_s: float = DEADLINE_S) -> Any:
-    """Poll `condition` every 10 ms until it returns something truthy; fail naming `what` at the deadline."""
-    end = time.monotonic() + deadline_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {deadline_s:g}s waiting for {what}")
-        time.sleep(0.01)
+    return poll(condition, what, deadline_s, interval=0.01)
 
 
 def temp_files(directory: Path) -> list[str]:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import tempfile
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,6 +21,7 @@ from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from kubedevice.api.pluginregistration.v1 import api_pb2 as reg
 from kubedevice.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from kubedevice.manager import DeviceManager
+from tests.waiting import poll_async
 
 AllocateHandler = Callable[[dp.AllocateRequest], Awaitable[dp.AllocateResponse]]
 PreferredHandler = Callable[[dp.PreferredAllocationRequest], Awaitable[dp.PreferredAllocationResponse]]
@@ -180,17 +179,7 @@ class FakePlugin(dp_grpc.DevicePluginServicer, reg_grpc.RegistrationServicer):
 
 
 async def eventually(predicate: Callable[[], bool], within: float = 10.0, what: str = "condition") -> None:
-    """Poll `predicate` until it holds; fail after `within` seconds (a deadline, not a timing assertion)."""
-    deadline = time.monotonic() + within
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.005)
-
-
-def short_tempdir() -> Path:
-    """A temporary folder short enough for unix socket paths (pytest's tmp_path may exceed 107 bytes)."""
-    return Path(tempfile.mkdtemp(prefix="kd-", dir="/tmp"))
+    await poll_async(predicate, what, within, interval=0.005)
 
 
 @asynccontextmanager

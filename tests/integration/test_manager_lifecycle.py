@@ -20,8 +20,8 @@ from tests.integration.fakeplugin import (
     make_devices,
     running_manager,
     serving,
-    short_tempdir,
 )
+from tests.waiting import short_tempdir
 
 R = "example.com/fake"
 CHECKPOINT = "kubelet_internal_checkpoint"

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.manager import AdmissionError, Container, DeviceManager, Pod
-from tests.integration.fakeplugin import FakePlugin, device, short_tempdir
+from tests.integration.fakeplugin import FakePlugin, device
+from tests.waiting import short_tempdir
 
 R = "example.com/prop"
 
