@@ -15,11 +15,11 @@ from typing import NoReturn
 
 import typer
 from google.protobuf.message import DecodeError
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
+from kubedevice.console import make_console
 from kubedevice.manager.checkpoint import (
     CheckpointError,
     CheckpointNotFoundError,
@@ -158,7 +158,7 @@ def _alloc_text(entry: PodDevicesEntry) -> Text:
 
 
 def _print_inspection(path: Path, found: UnverifiedCheckpoint) -> None:
-    console = Console(highlight=False)
+    console = make_console(highlight=False)
     decoded = found.decoded
     console.print(Text(f"Checkpoint {path}"), style="bold")
     console.print(Text(f"format v{decoded.format_version}"))

@@ -7,12 +7,12 @@ import math
 from typing import Any
 
 import typer
-from rich.console import Console
 from typer._click.core import Context
 from typer._click.exceptions import UsageError
 from typer.core import TyperCommand
 
 from kubedevice.conformance.runner import CommandError, ConformanceOptions, command_problem, run_conformance
+from kubedevice.console import make_console
 
 HELP = """Check a device plugin the way a kubelet would meet it, in seconds and without a cluster.
 
@@ -74,7 +74,7 @@ def conformance(
     if json_output:
         typer.echo(report.to_json())
     else:
-        report.print_table(Console())
+        report.print_table(make_console())
     raise typer.Exit(0 if report.passed else 1)
 
 

@@ -19,12 +19,12 @@ import grpc
 import grpc.aio
 import typer
 from google.protobuf.json_format import MessageToDict
-from rich.console import Console
 from rich.table import Table
 
 from kubedevice.api.constants import POD_RESOURCES_SOCKET
 from kubedevice.api.podresources.v1 import api_pb2 as pr
 from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
+from kubedevice.console import make_console
 from kubedevice.node.daemon import NodeConfig, NodeDaemon, NodePaths, NodeStartError
 from kubedevice.node.durations import parse_duration
 from kubedevice.node.http import StatusClientError, get
@@ -172,7 +172,7 @@ def status(
     if as_json:
         typer.echo(json.dumps(data, indent=1))
     else:
-        print_node(Console(), data)
+        print_node(make_console(), data)
 
 
 def pods(
@@ -184,7 +184,7 @@ def pods(
     if as_json:
         typer.echo(json.dumps(data, indent=1))
     else:
-        print_pods(Console(), data)
+        print_pods(make_console(), data)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -227,7 +227,7 @@ def _print_pod_resources(pod_resources: list[pr.PodResources]) -> None:
                 table.add_row(
                     f"{p.namespace}/{p.name}", c.name, d.resource_name, ",".join(d.device_ids), _topology(d)
                 )
-    Console().print(table)
+    make_console().print(table)
 
 
 def _echo_json(message: Any) -> None:
@@ -256,7 +256,7 @@ def podresources_allocatable(socket: str = _SOCKET_OPTION, as_json: bool = _JSON
         table.add_column(column)
     for d in resp.devices:
         table.add_row(d.resource_name, ",".join(d.device_ids), _topology(d))
-    Console().print(table)
+    make_console().print(table)
 
 
 @podresources_app.command("get")

@@ -21,6 +21,7 @@ from typing import Any
 
 from rich.console import Console
 
+from kubedevice.console import make_console
 from kubedevice.node.daemon import NodePaths
 from kubedevice.node.http import StatusClientError, get
 from kubedevice.node.tables import print_node, print_pods
@@ -254,7 +255,7 @@ async def _main(console: Console) -> int:
 
 
 def run_demo() -> int:
-    console = Console()
+    console = make_console()
     try:
         return asyncio.run(_main(console))
     except KeyboardInterrupt:

@@ -10,7 +10,8 @@ from rich.table import Table
 
 def print_node(console: Console, data: dict[str, Any]) -> None:
     table = Table(title="Device-plugin resources")
-    for column in ("resource", "capacity", "allocatable", "endpoint", "healthy", "unhealthy"):
+    table.add_column("resource", no_wrap=True)
+    for column in ("capacity", "allocatable", "endpoint", "healthy", "unhealthy"):
         table.add_column(column)
     for resource, info in sorted(data["resources"].items()):
         endpoint = info["endpoint"]
@@ -33,7 +34,8 @@ def print_node(console: Console, data: dict[str, Any]) -> None:
 
 def print_pods(console: Console, data: list[dict[str, Any]]) -> None:
     table = Table(title="Pods")
-    for column in ("namespace/name", "phase", "container", "devices", "reason: message"):
+    table.add_column("namespace/name", no_wrap=True)
+    for column in ("phase", "container", "devices", "reason: message"):
         table.add_column(column)
     errors = []
     for entry in data:
