@@ -31,8 +31,9 @@ class ContainerDevices:
     devices_per_numa: DevicesPerNuma
     alloc_resp: dp.ContainerAllocateResponse
     #: The same as the checkpoint records it, built once: every later write reuses this very object, so
-    #: the checkpoint encoder recognises it as unchanged and does not encode it again.
-    checkpoint_entry: PodDevicesEntry
+    #: the checkpoint encoder recognises it as unchanged and does not encode it again. None until the
+    #: first write for entries restored from a checkpoint, so a restart serves without building them.
+    checkpoint_entry: PodDevicesEntry | None = None
 
     def device_ids(self) -> set[str]:
         ids: set[str] = set()
@@ -64,13 +65,6 @@ class PodDevices:
         per_numa: DevicesPerNuma,
         resp: dp.ContainerAllocateResponse,
     ) -> None:
-        entry = PodDevicesEntry(
-            pod_uid=pod_uid,
-            container_name=container,
-            resource_name=resource,
-            device_ids={numa: list(ids) for numa, ids in per_numa.items()},
-            alloc_resp=resp.SerializeToString(),
-        )
         containers = self._pods.setdefault(pod_uid, {})
         resources = containers.setdefault(container, {})
         appended = (
@@ -78,9 +72,9 @@ class PodDevices:
             and next(reversed(self._pods)) == pod_uid
             and next(reversed(containers)) == container
         )
-        resources[resource] = ContainerDevices(per_numa, resp, entry)
+        devices = resources[resource] = ContainerDevices(per_numa, resp)
         if appended and self._checkpoint is not None:
-            self._checkpoint.append(entry)
+            self._checkpoint.append(_checkpoint_entry(pod_uid, container, resource, devices))
         else:
             self._checkpoint = None
 
@@ -132,15 +126,15 @@ class PodDevices:
     def to_checkpoint(self) -> list[PodDevicesEntry]:
         """The entries to checkpoint, as a new list (a snapshot a writer thread may hold)."""
         if self._checkpoint is None:
-            self._checkpoint = [
-                entry.checkpoint_entry for _pod, _container, _resource, entry in self.entries()
-            ]
+            self._checkpoint = [_checkpoint_entry(*row) for row in self.entries()]
         return list(self._checkpoint)
 
     @classmethod
     def from_checkpoint(cls, entries: Iterable[PodDevicesEntry]) -> PodDevices:
         """Restore from checkpoint entries; an entry whose allocate response does not decode is skipped."""
         pod_devices = cls()
+        # The checkpoint entries are built at the first write, not before the manager can serve.
+        pod_devices._checkpoint = None
         for e in entries:
             resp = dp.ContainerAllocateResponse()
             if e.alloc_resp is not None:
@@ -174,3 +168,19 @@ class PodDevices:
                     per_device[did] = () if numa == NO_TOPOLOGY else (*per_device.get(did, ()), numa)
             out[resource] = per_device
         return out
+
+
+def _checkpoint_entry(
+    pod_uid: str, container: str, resource: str, devices: ContainerDevices
+) -> PodDevicesEntry:
+    """The entry `devices` is checkpointed as, built on first use and then always the same object."""
+    entry = devices.checkpoint_entry
+    if entry is None:
+        entry = devices.checkpoint_entry = PodDevicesEntry(
+            pod_uid=pod_uid,
+            container_name=container,
+            resource_name=resource,
+            device_ids={numa: list(ids) for numa, ids in devices.devices_per_numa.items()},
+            alloc_resp=devices.alloc_resp.SerializeToString(),
+        )
+    return entry
