@@ -94,5 +94,6 @@ def test_any_sequence_of_writes_matches_a_full_encode(
     for added, keep, registered in steps:
         # Keep a prefix of the previous entries (the same objects, as the manager hands them) and add some.
         entries = entries[: min(keep, len(entries))] + added
-        data = CheckpointData(list(entries), registered)
+        # No entries at all is sometimes Go's nil slice, as the manager writes before any allocation.
+        data = CheckpointData(list(entries) if entries or keep % 2 else None, registered)
         assert encoder.encode(data) == encode(data)

@@ -91,6 +91,8 @@ class _Encoded:
 _JSON_HEAD: Final = b'{"Data":{"PodDeviceEntries":'
 _SPEW_HEAD_OPEN: Final = (_SPEW_HEAD + "[").encode()
 _SPEW_TAIL_REG: Final = ("]" + _SPEW_REG).encode()
+_SPEW_HEAD_NIL: Final = (_SPEW_HEAD + "<nil>").encode()
+_SPEW_REG_BYTES: Final = _SPEW_REG.encode()
 
 
 class CheckpointEncoder:
@@ -105,29 +107,34 @@ class CheckpointEncoder:
         self._last = _Encoded()
 
     def encode(self, data: CheckpointData) -> bytes:
-        entries = data.pod_device_entries
-        if entries is None or _CONTINUED_FNV1A is None:
+        if _CONTINUED_FNV1A is None:
             return encode(data)
         with self._lock:
-            return self._encode(entries, data.registered_devices, _CONTINUED_FNV1A)
+            return self._encode(data.pod_device_entries, data.registered_devices, _CONTINUED_FNV1A)
 
     def _encode(
         self,
-        entries: Sequence[PodDevicesEntry],
+        entries: Sequence[PodDevicesEntry] | None,
         registered: Mapping[str, Sequence[str] | None] | None,
         fnv: Callable[[int, bytes], int],
     ) -> bytes:
         last = self._last
-        keep = _common_prefix(last.entries, entries)
+        keep = _common_prefix(last.entries, entries or [])
         json_parts = last.json[:keep]
         states = last.states[:keep]
-        state = states[-1] if states else fnv(_FNV1A_32_INIT, _SPEW_HEAD_OPEN)
-        for i in range(keep, len(entries)):
-            e = entries[i]
-            json_parts.append(_utf8(_json_entry(e)))
-            spew = _spew_entry(e)
-            state = fnv(state, b" " + spew if i else spew)
-            states.append(state)
+        if entries is None:
+            # Go's nil slice (nothing allocated yet): no entries to remember.
+            state = fnv(_FNV1A_32_INIT, _SPEW_HEAD_NIL)
+            entries_json, spew_close = b"null", _SPEW_REG_BYTES
+        else:
+            state = states[-1] if states else fnv(_FNV1A_32_INIT, _SPEW_HEAD_OPEN)
+            for i in range(keep, len(entries)):
+                e = entries[i]
+                json_parts.append(_utf8(_json_entry(e)))
+                spew = _spew_entry(e)
+                state = fnv(state, b" " + spew if i else spew)
+                states.append(state)
+            entries_json, spew_close = b",".join(json_parts).join((b"[", b"]")), _SPEW_TAIL_REG
         if registered is None:
             reg_json, reg_spew = b"null", b"<nil>"
         elif last.registered is not None and registered == last.registered:
@@ -141,9 +148,9 @@ class CheckpointEncoder:
             reg_spew = _utf8(
                 "map[" + " ".join([f"{r}:{_spew_strlist(registered[r])}" for r in sorted(registered)]) + "]"
             )
-        checksum = fnv(state, _SPEW_TAIL_REG + reg_spew + b"}")
+        checksum = fnv(state, spew_close + reg_spew + b"}")
         self._last = _Encoded(
-            list(entries),
+            list(entries or []),
             json_parts,
             states,
             {r: None if ids is None else list(ids) for r, ids in registered.items()}
@@ -155,9 +162,8 @@ class CheckpointEncoder:
         return b"".join(
             [
                 _JSON_HEAD,
-                b"[",
-                b",".join(json_parts),
-                b'],"RegisteredDevices":',
+                entries_json,
+                b',"RegisteredDevices":',
                 reg_json,
                 b'},"Checksum":',
                 str(checksum).encode(),
