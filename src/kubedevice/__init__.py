@@ -5,11 +5,7 @@ side (an SDK for device plugins that survive kubelet restarts) and the tools
 around both.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("kubedevice")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+# The one place the version is kept; pyproject.toml reads it from here.
+__version__ = "0.1.0"
 
 __all__ = ["__version__"]

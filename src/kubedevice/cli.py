@@ -1,26 +1,64 @@
-"""The `kubedevice` command: one entry point, a sub-command per tool."""
+"""The `kubedevice` command: one entry point, a sub-command per tool.
+
+Each tool's commands are imported only when they run: `kubedevice plugin fake` never loads the node daemon,
+and `kubedevice node` never loads the plugin SDK or the conformance checker. Start-up time matters here:
+the daemon restarting is the kubelet restarting, and plugins are started by the hundred in tests.
+"""
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 import typer
+from typer.core import TyperGroup
 
 from kubedevice import __version__
-from kubedevice.checkpoint_cli import app as checkpoint_app
-from kubedevice.conformance.command import register as register_conformance
-from kubedevice.node.cli import register as register_node_commands
-from kubedevice.plugin.cli import app as plugin_app
+
+#: command name -> the module that adds it, by a `register(app)` function or, failing that, as its `app`.
+SUBCOMMANDS: dict[str, str] = {
+    "checkpoint": "kubedevice.checkpoint_cli",
+    "conformance": "kubedevice.conformance.command",
+    "demo": "kubedevice.node.cli",
+    "node": "kubedevice.node.cli",
+    "plugin": "kubedevice.plugin.cli",
+    "podresources": "kubedevice.node.client_cli",
+    "pods": "kubedevice.node.client_cli",
+    "status": "kubedevice.node.client_cli",
+}
+
+
+def _commands_of(module_name: str, command: str) -> dict[str, Any]:
+    module = importlib.import_module(module_name)
+    holder = typer.Typer()
+    holder.callback()(lambda: None)  # a callback keeps a one-command app a group
+    if hasattr(module, "register"):
+        module.register(holder)
+    else:
+        holder.add_typer(module.app, name=command)
+    group = typer.main.get_command(holder)
+    assert isinstance(group, TyperGroup)
+    return dict(group.commands)
+
+
+class _LazyGroup(TyperGroup):
+    def list_commands(self, ctx: Any) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(SUBCOMMANDS))
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in SUBCOMMANDS and cmd_name not in self.commands:
+            self.commands.update(_commands_of(SUBCOMMANDS[cmd_name], cmd_name))
+        return super().get_command(ctx, cmd_name)
+
 
 app = typer.Typer(
     name="kubedevice",
+    cls=_LazyGroup,
     help="The Kubernetes device plugin framework: node daemon, plugin SDK and tools.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-app.add_typer(checkpoint_app, name="checkpoint")
-app.add_typer(plugin_app, name="plugin")
-register_node_commands(app)
-register_conformance(app)
 
 
 def _print_version(value: bool) -> None:

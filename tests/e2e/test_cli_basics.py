@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,8 @@ KUBEDEVICE = str(Path(sys.executable).parent / "kubedevice")
 def test_version() -> None:
     out = subprocess.run([KUBEDEVICE, "--version"], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == f"kubedevice {kubedevice.__version__}"
-    assert kubedevice.__version__ != "0.0.0+unknown"
+    # The installed distribution carries the same version (pyproject.toml reads it from the package).
+    assert importlib.metadata.version("kubedevice") == kubedevice.__version__
 
 
 def test_help_lists_usage() -> None:
@@ -27,3 +29,33 @@ def test_unknown_command_is_a_usage_error() -> None:
     assert out.returncode == 2
     assert "no-such-command" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_each_tool_loads_only_its_own_modules() -> None:
+    # `kubedevice plugin ...` must not pay for the node daemon, nor the daemon for the SDK or the checker.
+    probe = (
+        "import sys; from kubedevice.cli import app; import typer.main; "
+        "group = typer.main.get_command(app); "
+        "ctx = group.make_context('kubedevice', [sys.argv[1]], resilient_parsing=True); "
+        "group.get_command(ctx, sys.argv[1]); "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('kubedevice.'))))"
+    )
+
+    def loaded(command: str) -> set[str]:
+        out = subprocess.run(
+            [sys.executable, "-c", probe, command], capture_output=True, text=True, check=True
+        )
+        return set(out.stdout.split())
+
+    plugin = loaded("plugin")
+    assert "kubedevice.plugin.cli" in plugin
+    assert not {m for m in plugin if m.startswith(("kubedevice.node", "kubedevice.conformance"))}
+    node = loaded("node")
+    assert "kubedevice.node.cli" in node
+    assert not {m for m in node if m.startswith(("kubedevice.plugin", "kubedevice.conformance"))}
+
+
+def test_help_lists_every_tool() -> None:
+    out = subprocess.run([KUBEDEVICE, "--help"], capture_output=True, text=True, check=True)
+    for command in ("checkpoint", "conformance", "demo", "node", "plugin", "podresources", "pods", "status"):
+        assert command in out.stdout

@@ -1,4 +1,4 @@
-"""`kubedevice node|status|pods|podresources|demo`: run the node daemon and look into it.
+"""`kubedevice node` and `kubedevice demo`: run the node daemon (its clients are in node.client_cli).
 
 Errors are one line on stderr with exit code 2 (bad arguments, an unreachable daemon or socket), never a
 traceback.
@@ -7,41 +7,22 @@ traceback.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
-import grpc
-import grpc.aio
 import typer
-from google.protobuf.json_format import MessageToDict
-from rich.table import Table
 
-from kubedevice.api.constants import POD_RESOURCES_SOCKET
-from kubedevice.api.podresources.v1 import api_pb2 as pr
-from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
-from kubedevice.console import make_console
-from kubedevice.node.daemon import NodeConfig, NodeDaemon, NodePaths, NodeStartError
+from kubedevice.node.daemon import NodeConfig, NodeDaemon, NodeStartError
 from kubedevice.node.durations import parse_duration
-from kubedevice.node.http import StatusClientError, get
-from kubedevice.node.tables import print_node, print_pods
 
 EXIT_USAGE = 2
 
-podresources_app = typer.Typer(
-    name="podresources",
-    help="Ask a PodResources v1 socket (the node daemon's, or a real kubelet's) what pods hold.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 
-
-def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
 
@@ -68,21 +49,21 @@ def _duration(option: str, text: str) -> float:
     try:
         return parse_duration(text)
     except ValueError as err:
-        _fail(f"{option}: {err}")
+        fail(f"{option}: {err}")
 
 
 def _positive_duration(option: str, text: str) -> float:
     seconds = _duration(option, text)
     if seconds <= 0:
-        _fail(f"{option}: duration {text!r} must be more than zero")
+        fail(f"{option}: duration {text!r} must be more than zero")
     return seconds
 
 
-_ROOT_HELP = "The daemon's state folder [default: $XDG_STATE_HOME/kubedevice or ~/.local/state/kubedevice]."
+ROOT_HELP = "The daemon's state folder [default: $XDG_STATE_HOME/kubedevice or ~/.local/state/kubedevice]."
 
 
 def node(
-    root_dir: Path | None = typer.Option(None, "--root-dir", help=_ROOT_HELP),
+    root_dir: Path | None = typer.Option(None, "--root-dir", help=ROOT_HELP),
     pod_manifest_path: Path | None = typer.Option(
         None, "--pod-manifest-path", help="Folder of Pod manifests [default: ROOT/manifests]."
     ),
@@ -114,7 +95,7 @@ def node(
     try:
         tcp = parse_http_addr(http_addr) if http_addr is not None else None
     except ValueError as err:
-        _fail(str(err))
+        fail(str(err))
     config = NodeConfig(
         root_dir=root_dir if root_dir is not None else default_root_dir(),
         pod_manifest_path=pod_manifest_path,
@@ -154,126 +135,6 @@ async def _run_node(config: NodeConfig) -> int:
     return 0
 
 
-def _status_get(root_dir: Path | None, path: str) -> Any:
-    paths = NodePaths.under(root_dir if root_dir is not None else default_root_dir())
-    try:
-        body = asyncio.run(get(paths.status_socket, path))
-    except StatusClientError as err:
-        _fail(str(err))
-    return json.loads(body)
-
-
-def status(
-    root_dir: Path | None = typer.Option(None, "--root-dir", help=_ROOT_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print the daemon's JSON answer."),
-) -> None:
-    """The node's device-plugin resources: capacity, allocatable, devices, endpoints."""
-    data = _status_get(root_dir, "/node")
-    if as_json:
-        typer.echo(json.dumps(data, indent=1))
-    else:
-        print_node(make_console(), data)
-
-
-def pods(
-    root_dir: Path | None = typer.Option(None, "--root-dir", help=_ROOT_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print the daemon's JSON answer."),
-) -> None:
-    """The node's pods: phase, devices and run options per container, and manifests that could not be read."""
-    data = _status_get(root_dir, "/pods")
-    if as_json:
-        typer.echo(json.dumps(data, indent=1))
-    else:
-        print_pods(make_console(), data)
-
-
-# ----------------------------------------------------------------------------------------------------
-# PodResources client
-
-_SOCKET_OPTION = typer.Option(POD_RESOURCES_SOCKET, "--socket", help="The PodResources socket.")
-_JSON_OPTION = typer.Option(False, "--json", help="Print the answer as JSON.")
-
-
-async def _call(target: str, method: str, request: Any) -> Any:
-    async with grpc.aio.insecure_channel(target) as channel:
-        stub = pr_grpc.PodResourcesListerStub(channel)
-        return await getattr(stub, method)(request, timeout=10.0)
-
-
-def _podresources(socket: str, method: str, request: Any) -> Any:
-    if not os.path.exists(socket):
-        _fail(f"no PodResources socket at {socket}")
-    try:
-        return asyncio.run(_call("unix://" + os.path.abspath(socket), method, request))
-    except grpc.aio.AioRpcError as err:
-        code = err.code()
-        name = code.name if code is not None else "UNKNOWN"
-        _fail(f"PodResources {method} at {socket}: {name}: {err.details()}")
-
-
-def _topology(d: pr.ContainerDevices) -> str:
-    return ",".join(str(n.ID) for n in d.topology.nodes) if d.HasField("topology") else "-"
-
-
-def _print_pod_resources(pod_resources: list[pr.PodResources]) -> None:
-    table = Table(title="Pod resources")
-    for column in ("namespace/name", "container", "resource", "device", "numa"):
-        table.add_column(column)
-    for p in pod_resources:
-        for c in p.containers:
-            if not c.devices:
-                table.add_row(f"{p.namespace}/{p.name}", c.name, "", "", "")
-            for d in c.devices:
-                table.add_row(
-                    f"{p.namespace}/{p.name}", c.name, d.resource_name, ",".join(d.device_ids), _topology(d)
-                )
-    make_console().print(table)
-
-
-def _echo_json(message: Any) -> None:
-    typer.echo(json.dumps(MessageToDict(message), indent=1))
-
-
-@podresources_app.command("list")
-def podresources_list(socket: str = _SOCKET_OPTION, as_json: bool = _JSON_OPTION) -> None:
-    """List: the devices of every active pod's containers."""
-    resp = _podresources(socket, "List", pr.ListPodResourcesRequest())
-    if as_json:
-        _echo_json(resp)
-    else:
-        _print_pod_resources(list(resp.pod_resources))
-
-
-@podresources_app.command("allocatable")
-def podresources_allocatable(socket: str = _SOCKET_OPTION, as_json: bool = _JSON_OPTION) -> None:
-    """GetAllocatableResources: the node's healthy devices."""
-    resp = _podresources(socket, "GetAllocatableResources", pr.AllocatableResourcesRequest())
-    if as_json:
-        _echo_json(resp)
-        return
-    table = Table(title="Allocatable devices")
-    for column in ("resource", "device", "numa"):
-        table.add_column(column)
-    for d in resp.devices:
-        table.add_row(d.resource_name, ",".join(d.device_ids), _topology(d))
-    make_console().print(table)
-
-
-@podresources_app.command("get")
-def podresources_get(
-    name: str = typer.Argument(..., help="The pod's name."),
-    namespace: str = typer.Option("default", "-n", "--namespace", help="The pod's namespace."),
-    socket: str = _SOCKET_OPTION,
-    as_json: bool = _JSON_OPTION,
-) -> None:
-    """Get: the devices of one pod's containers."""
-    resp = _podresources(socket, "Get", pr.GetPodResourcesRequest(pod_name=name, pod_namespace=namespace))
-    if as_json:
-        _echo_json(resp)
-    else:
-        _print_pod_resources([resp.pod_resources])
-
-
 def demo() -> None:
     """Play the device manager's stories with real processes: admission, a kubelet restart, a plugin death."""
     from kubedevice.node.demo import run_demo
@@ -282,9 +143,6 @@ def demo() -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Add the node daemon's commands to the `kubedevice` command."""
+    """Add `node` and `demo` to the `kubedevice` command (the clients are in node.client_cli)."""
     app.command("node")(node)
-    app.command("status")(status)
-    app.command("pods")(pods)
-    app.add_typer(podresources_app, name="podresources")
     app.command("demo")(demo)

@@ -1,0 +1,163 @@
+"""The node daemon's clients: `kubedevice status`, `kubedevice pods` and `kubedevice podresources`.
+
+Kept apart from the daemon's own command so that asking a running daemon loads no device manager,
+and the daemon loads no tables.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import grpc
+import grpc.aio
+import typer
+from google.protobuf.json_format import MessageToDict
+from rich.table import Table
+
+from kubedevice.api.constants import POD_RESOURCES_SOCKET
+from kubedevice.api.podresources.v1 import api_pb2 as pr
+from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
+from kubedevice.console import make_console
+from kubedevice.node.cli import ROOT_HELP, default_root_dir, fail
+from kubedevice.node.daemon import NodePaths
+from kubedevice.node.http import StatusClientError, get
+from kubedevice.node.tables import print_node, print_pods
+
+podresources_app = typer.Typer(
+    name="podresources",
+    help="Ask a PodResources v1 socket (the node daemon's, or a real kubelet's) what pods hold.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _status_get(root_dir: Path | None, path: str) -> Any:
+    paths = NodePaths.under(root_dir if root_dir is not None else default_root_dir())
+    try:
+        body = asyncio.run(get(paths.status_socket, path))
+    except StatusClientError as err:
+        fail(str(err))
+    return json.loads(body)
+
+
+def status(
+    root_dir: Path | None = typer.Option(None, "--root-dir", help=ROOT_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the daemon's JSON answer."),
+) -> None:
+    """The node's device-plugin resources: capacity, allocatable, devices, endpoints."""
+    data = _status_get(root_dir, "/node")
+    if as_json:
+        typer.echo(json.dumps(data, indent=1))
+    else:
+        print_node(make_console(), data)
+
+
+def pods(
+    root_dir: Path | None = typer.Option(None, "--root-dir", help=ROOT_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the daemon's JSON answer."),
+) -> None:
+    """The node's pods: phase, devices and run options per container, and manifests that could not be read."""
+    data = _status_get(root_dir, "/pods")
+    if as_json:
+        typer.echo(json.dumps(data, indent=1))
+    else:
+        print_pods(make_console(), data)
+
+
+# ----------------------------------------------------------------------------------------------------
+# PodResources client
+
+_SOCKET_OPTION = typer.Option(POD_RESOURCES_SOCKET, "--socket", help="The PodResources socket.")
+_JSON_OPTION = typer.Option(False, "--json", help="Print the answer as JSON.")
+
+
+async def _call(target: str, method: str, request: Any) -> Any:
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = pr_grpc.PodResourcesListerStub(channel)
+        return await getattr(stub, method)(request, timeout=10.0)
+
+
+def _podresources(socket: str, method: str, request: Any) -> Any:
+    if not os.path.exists(socket):
+        fail(f"no PodResources socket at {socket}")
+    try:
+        return asyncio.run(_call("unix://" + os.path.abspath(socket), method, request))
+    except grpc.aio.AioRpcError as err:
+        code = err.code()
+        name = code.name if code is not None else "UNKNOWN"
+        fail(f"PodResources {method} at {socket}: {name}: {err.details()}")
+
+
+def _topology(d: pr.ContainerDevices) -> str:
+    return ",".join(str(n.ID) for n in d.topology.nodes) if d.HasField("topology") else "-"
+
+
+def _print_pod_resources(pod_resources: list[pr.PodResources]) -> None:
+    table = Table(title="Pod resources")
+    for column in ("namespace/name", "container", "resource", "device", "numa"):
+        table.add_column(column)
+    for p in pod_resources:
+        for c in p.containers:
+            if not c.devices:
+                table.add_row(f"{p.namespace}/{p.name}", c.name, "", "", "")
+            for d in c.devices:
+                table.add_row(
+                    f"{p.namespace}/{p.name}", c.name, d.resource_name, ",".join(d.device_ids), _topology(d)
+                )
+    make_console().print(table)
+
+
+def _echo_json(message: Any) -> None:
+    typer.echo(json.dumps(MessageToDict(message), indent=1))
+
+
+@podresources_app.command("list")
+def podresources_list(socket: str = _SOCKET_OPTION, as_json: bool = _JSON_OPTION) -> None:
+    """List: the devices of every active pod's containers."""
+    resp = _podresources(socket, "List", pr.ListPodResourcesRequest())
+    if as_json:
+        _echo_json(resp)
+    else:
+        _print_pod_resources(list(resp.pod_resources))
+
+
+@podresources_app.command("allocatable")
+def podresources_allocatable(socket: str = _SOCKET_OPTION, as_json: bool = _JSON_OPTION) -> None:
+    """GetAllocatableResources: the node's healthy devices."""
+    resp = _podresources(socket, "GetAllocatableResources", pr.AllocatableResourcesRequest())
+    if as_json:
+        _echo_json(resp)
+        return
+    table = Table(title="Allocatable devices")
+    for column in ("resource", "device", "numa"):
+        table.add_column(column)
+    for d in resp.devices:
+        table.add_row(d.resource_name, ",".join(d.device_ids), _topology(d))
+    make_console().print(table)
+
+
+@podresources_app.command("get")
+def podresources_get(
+    name: str = typer.Argument(..., help="The pod's name."),
+    namespace: str = typer.Option("default", "-n", "--namespace", help="The pod's namespace."),
+    socket: str = _SOCKET_OPTION,
+    as_json: bool = _JSON_OPTION,
+) -> None:
+    """Get: the devices of one pod's containers."""
+    resp = _podresources(socket, "Get", pr.GetPodResourcesRequest(pod_name=name, pod_namespace=namespace))
+    if as_json:
+        _echo_json(resp)
+    else:
+        _print_pod_resources([resp.pod_resources])
+
+
+def register(app: typer.Typer) -> None:
+    """Add `status`, `pods` and `podresources` to the `kubedevice` command."""
+    app.command("status")(status)
+    app.command("pods")(pods)
+    app.add_typer(podresources_app, name="podresources")
