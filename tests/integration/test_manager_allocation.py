@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,6 @@ from kubedevice.manager import (
 )
 from tests.integration.fakeplugin import (
     FakePlugin,
-    cleanup,
     default_allocate,
     device,
     eventually,
@@ -27,17 +25,9 @@ from tests.integration.fakeplugin import (
     running_manager,
     serving,
 )
-from tests.waiting import short_tempdir
 
 R = "example.com/fake"
 R2 = "example.com/other"
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    d = short_tempdir()
-    yield d
-    cleanup(d)
 
 
 async def registered(m: DeviceManager, plugin: FakePlugin, healthy: int | None = None) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,24 +13,15 @@ from kubedevice.manager import AdmissionError, Container, DeviceManager, Pod
 from kubedevice.manager.checkpoint import CheckpointData, PodDevicesEntry, encode
 from tests.integration.fakeplugin import (
     FakePlugin,
-    cleanup,
     device,
     eventually,
     make_devices,
     running_manager,
     serving,
 )
-from tests.waiting import short_tempdir
 
 R = "example.com/fake"
 CHECKPOINT = "kubelet_internal_checkpoint"
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    d = short_tempdir()
-    yield d
-    cleanup(d)
 
 
 def one(pod_uid: str, count: int, resource: str = R) -> tuple[Pod, Container]:

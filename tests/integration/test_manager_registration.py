@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -14,22 +13,13 @@ from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.manager import Container, DeviceManager, Pod
 from tests.integration.fakeplugin import (
     FakePlugin,
-    cleanup,
     eventually,
     make_devices,
     running_manager,
     serving,
 )
-from tests.waiting import short_tempdir
 
 R = "example.com/fake"
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    d = short_tempdir()
-    yield d
-    cleanup(d)
 
 
 def capacity(m: DeviceManager) -> tuple[dict[str, int], dict[str, int]]:

@@ -15,6 +15,26 @@ from kubedevice.manager.types import DeviceInfo, MountInfo, RunContainerOptions
 log = logging.getLogger(__name__)
 
 
+def _first_wins(seen: dict[str, str], what: str, key: str, value: str, resource: str) -> bool:
+    """Record `key` -> `value` unless `key` was already set: True when this one is kept.
+
+    A later different value is only logged, as the kubelet does.
+    """
+    if key in seen:
+        if seen[key] != value:
+            log.warning(
+                "%s %s has conflicting settings (%r kept, %r from %s ignored)",
+                what,
+                key,
+                seen[key],
+                value,
+                resource,
+            )
+        return False
+    seen[key] = value
+    return True
+
+
 def merge_run_options(responses: Iterable[tuple[str, dp.ContainerAllocateResponse]]) -> RunContainerOptions:
     """Merge (resource name, response) pairs, in the order given."""
     opts = RunContainerOptions()
@@ -25,59 +45,17 @@ def merge_run_options(responses: Iterable[tuple[str, dp.ContainerAllocateRespons
     cdi: set[str] = set()
     for resource, resp in responses:
         for name in sorted(resp.envs):
-            value = resp.envs[name]
-            if name in envs:
-                if envs[name] != value:
-                    log.warning(
-                        "environment variable %s has conflicting settings (%r kept, %r from %s ignored)",
-                        name,
-                        envs[name],
-                        value,
-                        resource,
-                    )
-                continue
-            envs[name] = value
-            opts.envs.append((name, value))
+            if _first_wins(envs, "environment variable", name, resp.envs[name], resource):
+                opts.envs.append((name, resp.envs[name]))
         for m in resp.mounts:
-            if m.container_path in mounts:
-                if mounts[m.container_path] != m.host_path:
-                    log.warning(
-                        "container mount %s has conflicting host paths (%s kept, %s from %s ignored)",
-                        m.container_path,
-                        mounts[m.container_path],
-                        m.host_path,
-                        resource,
-                    )
-                continue
-            mounts[m.container_path] = m.host_path
-            opts.mounts.append(MountInfo(m.container_path, m.host_path, m.read_only))
+            if _first_wins(mounts, "container mount", m.container_path, m.host_path, resource):
+                opts.mounts.append(MountInfo(m.container_path, m.host_path, m.read_only))
         for d in resp.devices:
-            if d.container_path in devices:
-                if devices[d.container_path] != d.host_path:
-                    log.warning(
-                        "container device %s has conflicting host paths (%s kept, %s from %s ignored)",
-                        d.container_path,
-                        devices[d.container_path],
-                        d.host_path,
-                        resource,
-                    )
-                continue
-            devices[d.container_path] = d.host_path
-            opts.devices.append(DeviceInfo(d.host_path, d.container_path, d.permissions))
+            if _first_wins(devices, "container device", d.container_path, d.host_path, resource):
+                opts.devices.append(DeviceInfo(d.host_path, d.container_path, d.permissions))
         for key in sorted(resp.annotations):
-            value = resp.annotations[key]
-            if key in annotations:
-                if annotations[key] != value:
-                    log.warning(
-                        "annotation %s has conflicting settings (%r kept, %r from %s ignored)",
-                        key,
-                        annotations[key],
-                        value,
-                        resource,
-                    )
-                continue
-            annotations[key] = value
-            opts.annotations.append((key, value))
+            if _first_wins(annotations, "annotation", key, resp.annotations[key], resource):
+                opts.annotations.append((key, resp.annotations[key]))
         for c in resp.cdi_devices:
             if c.name not in cdi:
                 cdi.add(c.name)
