@@ -11,6 +11,7 @@ import importlib
 from typing import Any
 
 import typer
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
 
 from kubedevice import __version__
@@ -49,6 +50,23 @@ class _LazyGroup(TyperGroup):
         if cmd_name in SUBCOMMANDS and cmd_name not in self.commands:
             self.commands.update(_commands_of(SUBCOMMANDS[cmd_name], cmd_name))
         return super().get_command(ctx, cmd_name)
+
+    def invoke(self, ctx: Any) -> Any:
+        # Every usage error of every sub-command is one `error: ...` line on stderr with exit code 2,
+        # not a usage box: scripts and the tests read stderr. `--help` and a bare group still show help.
+        try:
+            return super().invoke(ctx)
+        except NoArgsIsHelpError:
+            raise
+        except UsageError as err:
+            command = err.ctx.command_path if err.ctx is not None else _attempted(ctx)
+            typer.echo(f"error: {command}: {err.format_message()}", err=True)
+            raise typer.Exit(2) from None
+
+
+def _attempted(ctx: Any) -> str:
+    """The command line's command path, when the error came before the sub-command had a context."""
+    return " ".join(w for w in (ctx.command_path, ctx.invoked_subcommand) if w)
 
 
 app = typer.Typer(

@@ -59,3 +59,15 @@ def test_help_lists_every_tool() -> None:
     out = subprocess.run([KUBEDEVICE, "--help"], capture_output=True, text=True, check=True)
     for command in ("checkpoint", "conformance", "demo", "node", "plugin", "podresources", "pods", "status"):
         assert command in out.stdout
+
+
+def test_usage_errors_of_any_tool_are_one_line_with_exit_2() -> None:
+    for args, fragment in (
+        (["podresources", "get"], "error: kubedevice podresources get: Missing argument 'name'."),
+        (["node", "--stop-grace-period"], "error: kubedevice node: Option '--stop-grace-period' requires"),
+        (["checkpoint", "verify"], "error: kubedevice checkpoint verify: Missing argument"),
+    ):
+        out = subprocess.run([KUBEDEVICE, *args], capture_output=True, text=True)
+        assert out.returncode == 2, args
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(fragment), out.stderr
