@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import fnv_c
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kubedevice.api.constants import CHECKPOINT_NAME
 from kubedevice.manager import checkpoint_encoder
-from kubedevice.manager.checkpoint import CheckpointData, PodDevicesEntry, decode, encode
+from kubedevice.manager.checkpoint import CheckpointData, CheckpointStore, PodDevicesEntry, decode, encode
 from kubedevice.manager.checkpoint_encoder import CheckpointEncoder
 
 # Lone surrogates, quotes, HTML characters and non-ASCII all take special paths in the codec.
@@ -97,3 +101,73 @@ def test_any_sequence_of_writes_matches_a_full_encode(
         # No entries at all is sometimes Go's nil slice, as the manager writes before any allocation.
         data = CheckpointData(list(entries) if entries or keep % 2 else None, registered)
         assert encoder.encode(data) == encode(data)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(1, 4),
+    st.lists(st.tuples(st.lists(ENTRY, max_size=7), st.integers(0, 12)), min_size=1, max_size=8),
+)
+def test_pieces_in_small_chunks_match_a_full_encode(
+    chunk_entries: int, steps: list[tuple[list[PodDevicesEntry], int]]
+) -> None:
+    # Tiny chunks make every step seal, keep or cut joined chunks, as 10,000 pods do with the default.
+    encoder = CheckpointEncoder(chunk_entries)
+    entries: list[PodDevicesEntry] = []
+    registered = {"example.com/widget": ["w-1", "w-2"]}
+    for added, keep in steps:
+        entries = entries[: min(keep, len(entries))] + added
+        data = CheckpointData(list(entries), registered)
+        pieces = encoder.encode_pieces(data)
+        assert b"".join(pieces) == encode(data)
+        assert len(pieces) <= 4 + len(entries) // chunk_entries + chunk_entries
+
+
+def test_many_entries_are_written_in_few_pieces() -> None:
+    encoder = CheckpointEncoder()
+    entries = [entry(i) for i in range(1000)]
+    data = CheckpointData(entries, {"example.com/widget": ["w-1"]})
+    pieces = encoder.encode_pieces(data)
+    assert b"".join(pieces) == encode(data)
+    assert len(pieces) < 1000 // checkpoint_encoder.CHUNK_ENTRIES + checkpoint_encoder.CHUNK_ENTRIES + 4
+
+
+def test_the_same_registered_mapping_is_reused_and_a_new_one_is_compared() -> None:
+    encoder = CheckpointEncoder()
+    registered = {"example.com/widget": ["w-1", "w-2"]}
+    first = CheckpointData([entry(1)], registered)
+    assert encoder.encode(first) == encode(first)
+    again = CheckpointData([entry(1), entry(2)], registered)
+    assert encoder.encode(again) == encode(again)
+    # The manager hands a new mapping when devices change; its content is what counts.
+    changed = CheckpointData([entry(1), entry(2)], {"example.com/widget": ["w-2"]})
+    assert encoder.encode(changed) == encode(changed)
+    equal = CheckpointData([entry(1), entry(2)], {"example.com/widget": ["w-2"]})
+    assert encoder.encode(equal) == encode(equal)
+
+
+def test_a_failed_encode_leaves_the_next_one_correct() -> None:
+    encoder = CheckpointEncoder(2)
+    entries = [entry(i) for i in range(5)]
+    assert encoder.encode(CheckpointData(entries, None)) == encode(CheckpointData(entries, None))
+    broken = PodDevicesEntry("pod-x", "main", "example.com/widget", {0: [7]}, None)  # type: ignore[list-item]
+    with pytest.raises(TypeError):
+        encoder.encode(CheckpointData([*entries[:3], broken], None))
+    data = CheckpointData([*entries[:4], entry(9)], None)
+    assert encoder.encode(data) == encode(data)
+
+
+def test_chunk_size_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="chunk_entries must be at least 1, got 0"):
+        CheckpointEncoder(0)
+
+
+def test_the_store_writes_more_pieces_than_one_writev_takes(tmp_path: Path) -> None:
+    # 3,000 one-entry chunks: three writev batches of IOV_MAX (1,024 on Linux) and a remainder.
+    encoder = CheckpointEncoder(1)
+    data = CheckpointData([entry(i) for i in range(3000)], {"example.com/widget": ["w-1"]})
+    store = CheckpointStore(tmp_path)
+    store.write(data, encoder.encode_pieces)
+    assert store.path.read_bytes() == encode(data)
+    assert store.read().data == data
+    assert [p.name for p in tmp_path.iterdir()] == [CHECKPOINT_NAME]

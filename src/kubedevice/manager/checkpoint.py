@@ -746,6 +746,23 @@ _VALID_NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,250}")
 _TEMP_NAME: Final = re.compile(r"\.\d+")
 
 
+#: How many buffers one writev may take (IOV_MAX; POSIX guarantees at least 16, Linux has 1024).
+_IOV_MAX: Final = max(16, os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 16)
+
+
+def _write_all(fd: int, pieces: list[bytes]) -> None:
+    """Write the pieces in order with writev: a multi-MiB file is never joined into one copy first."""
+    for start in range(0, len(pieces), _IOV_MAX):
+        batch = pieces[start : start + _IOV_MAX]
+        written = os.writev(fd, batch)
+        wanted = sum(map(len, batch))
+        if written < wanted:
+            # A short write (a full disk, a signal): finish this batch from where it stopped.
+            rest = memoryview(b"".join(batch))[written:]
+            while rest:
+                rest = rest[os.write(fd, rest) :]
+
+
 def _fsync_directory(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
@@ -792,13 +809,16 @@ class CheckpointStore:
         """
         return decode(read_file(self.path))
 
-    def write(self, data: CheckpointData, encoder: Callable[[CheckpointData], bytes] = encode) -> None:
+    def write(
+        self, data: CheckpointData, encoder: Callable[[CheckpointData], bytes | list[bytes]] = encode
+    ) -> None:
         """Replace the file with ``data``: temp file, fsync, rename, directory fsync.
 
         A crash at any point leaves either the old file or the new one, never a mix. On error the temp file
         is removed and CheckpointError is raised. ``data`` is a snapshot: its lists must not change while
-        the write runs in its thread. ``encoder`` must give :func:`encode`'s bytes; a writer of successive
-        checkpoints passes one that remembers the previous write (``CheckpointEncoder.encode``).
+        the write runs in its thread. ``encoder`` must give :func:`encode`'s bytes, whole or as pieces
+        written in order; a writer of successive checkpoints passes one that remembers the previous write
+        (``CheckpointEncoder.encode_pieces``).
         """
         try:
             self._write(encoder(data))
@@ -807,7 +827,7 @@ class CheckpointStore:
         except Exception as err:
             raise CheckpointError(f'failed to write checkpoint file "{self._name}": {err}') from err
 
-    def _write(self, blob: bytes) -> None:
+    def _write(self, blob: bytes | list[bytes]) -> None:
         directory = self._directory
         if not directory.is_dir():
             directory.mkdir(mode=0o750, parents=True, exist_ok=True)
@@ -816,10 +836,7 @@ class CheckpointStore:
         temp, fd = self._create_temp()
         try:
             try:
-                view = memoryview(blob)
-                while view:
-                    written = os.write(fd, view)
-                    view = view[written:]
+                _write_all(fd, [blob] if isinstance(blob, bytes) else blob)
                 self._stage("after-temp-write")
                 os.fsync(fd)
                 self._stage("after-fsync")

@@ -80,10 +80,16 @@ class _Encoded:
     """The previous write's entries with their fragments (same order, same length)."""
 
     entries: list[PodDevicesEntry] = field(default_factory=list)
+    #: Each entry's JSON with the separator before it: "[" for the first entry, "," for the others.
     json: list[bytes] = field(default_factory=list)
+    #: `json` joined by runs of `chunk` entries, for the complete runs only: the file is written from
+    #: these few large pieces instead of one join of every entry per write.
+    chunks: list[bytes] = field(default_factory=list)
     #: FNV-1a state of the checksum text up to and including each entry's spew fragment.
     states: list[int] = field(default_factory=list)
     registered: dict[str, list[str] | None] | None = None
+    #: The mapping the previous call was handed: handed again, it is taken as unchanged.
+    registered_source: Mapping[str, Sequence[str] | None] | None = None
     registered_json: bytes = b"null"
     registered_spew: bytes = b"<nil>"
 
@@ -94,52 +100,75 @@ _SPEW_TAIL_REG: Final = ("]" + _SPEW_REG).encode()
 _SPEW_HEAD_NIL: Final = (_SPEW_HEAD + "<nil>").encode()
 _SPEW_REG_BYTES: Final = _SPEW_REG.encode()
 
+#: Entries per joined chunk: 10,000 pods make ~40 pieces, each joined once.
+CHUNK_ENTRIES: Final = 256
+
 
 class CheckpointEncoder:
     """`encode()` with memory: the same bytes as :func:`checkpoint.encode`, at the cost of what changed.
 
     Entries are matched by identity (or equality) with the previous call's, so callers should hand the
-    same PodDevicesEntry objects for unchanged entries. Thread-safe: writes run in worker threads.
+    same PodDevicesEntry objects for unchanged entries. The registered devices are compared by value,
+    unless the very mapping of the previous call is handed again: callers must then not have changed
+    it (the manager builds a new one whenever devices change). Thread-safe: writes run in worker threads.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, chunk_entries: int = CHUNK_ENTRIES) -> None:
+        if chunk_entries < 1:
+            raise ValueError(f"chunk_entries must be at least 1, got {chunk_entries}")
+        self._chunk = chunk_entries
         self._lock = threading.Lock()
         self._last = _Encoded()
 
     def encode(self, data: CheckpointData) -> bytes:
+        return b"".join(self.encode_pieces(data))
+
+    def encode_pieces(self, data: CheckpointData) -> list[bytes]:
+        """`encode(data)` as pieces to write in order (no copy of the whole file is made)."""
         if _CONTINUED_FNV1A is None:
-            return encode(data)
+            return [encode(data)]
         with self._lock:
-            return self._encode(data.pod_device_entries, data.registered_devices, _CONTINUED_FNV1A)
+            try:
+                return self._encode(data.pod_device_entries, data.registered_devices, _CONTINUED_FNV1A)
+            except BaseException:
+                self._last = _Encoded()  # its lists may be cut short: start over next time
+                raise
 
     def _encode(
         self,
         entries: Sequence[PodDevicesEntry] | None,
         registered: Mapping[str, Sequence[str] | None] | None,
         fnv: Callable[[int, bytes], int],
-    ) -> bytes:
+    ) -> list[bytes]:
         last = self._last
+        size = self._chunk
         keep = _common_prefix(last.entries, entries or [])
-        json_parts = last.json[:keep]
-        states = last.states[:keep]
+        # The previous write's lists are cut in place: this call replaces them.
+        json_parts, chunks, states = last.json, last.chunks, last.states
+        del json_parts[keep:], chunks[keep // size :], states[keep:]
         if entries is None:
             # Go's nil slice (nothing allocated yet): no entries to remember.
             state = fnv(_FNV1A_32_INIT, _SPEW_HEAD_NIL)
-            entries_json, spew_close = b"null", _SPEW_REG_BYTES
+            entries_json, spew_close = [b"null"], _SPEW_REG_BYTES
         else:
             state = states[-1] if states else fnv(_FNV1A_32_INIT, _SPEW_HEAD_OPEN)
             for i in range(keep, len(entries)):
                 e = entries[i]
-                json_parts.append(_utf8(_json_entry(e)))
+                json_parts.append((b"," if i else b"[") + _utf8(_json_entry(e)))
                 spew = _spew_entry(e)
                 state = fnv(state, b" " + spew if i else spew)
                 states.append(state)
-            entries_json, spew_close = b",".join(json_parts).join((b"[", b"]")), _SPEW_TAIL_REG
+            for c in range(len(chunks), len(json_parts) // size):
+                chunks.append(b"".join(json_parts[c * size : (c + 1) * size]))
+            entries_json = [*chunks, *json_parts[len(chunks) * size :], b"]" if json_parts else b"[]"]
+            spew_close = _SPEW_TAIL_REG
+        remembered = last.registered
         if registered is None:
             reg_json, reg_spew = b"null", b"<nil>"
-        elif last.registered is not None and registered == last.registered:
+        elif registered is last.registered_source or (remembered is not None and registered == remembered):
             reg_json, reg_spew = last.registered_json, last.registered_spew
         else:
+            remembered = {r: None if ids is None else list(ids) for r, ids in registered.items()}
             reg_json = _utf8(
                 "{"
                 + ",".join([f"{_json_str(r)}:{_ids_json(registered[r])}" for r in sorted(registered)])
@@ -148,28 +177,24 @@ class CheckpointEncoder:
             reg_spew = _utf8(
                 "map[" + " ".join([f"{r}:{_spew_strlist(registered[r])}" for r in sorted(registered)]) + "]"
             )
-        checksum = fnv(state, spew_close + reg_spew + b"}")
+        checksum = fnv(fnv(fnv(state, spew_close), reg_spew), b"}")
         self._last = _Encoded(
             list(entries or []),
             json_parts,
+            chunks,
             states,
-            {r: None if ids is None else list(ids) for r, ids in registered.items()}
-            if registered is not None
-            else None,
+            remembered if registered is not None else None,
+            registered,
             reg_json,
             reg_spew,
         )
-        return b"".join(
-            [
-                _JSON_HEAD,
-                entries_json,
-                b',"RegisteredDevices":',
-                reg_json,
-                b'},"Checksum":',
-                str(checksum).encode(),
-                b"}",
-            ]
-        )
+        return [
+            _JSON_HEAD,
+            *entries_json,
+            b',"RegisteredDevices":',
+            reg_json,
+            b'},"Checksum":' + str(checksum).encode() + b"}",
+        ]
 
 
 def _ids_json(ids: Sequence[str] | None) -> str:

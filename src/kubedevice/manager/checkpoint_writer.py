@@ -63,7 +63,7 @@ class CheckpointWriter:
     async def _write_once(self, gen: int) -> None:
         try:
             data = self._snapshot()
-            await asyncio.to_thread(self._store.write, data, self._encoder.encode)
+            await asyncio.to_thread(self._store.write, data, self._encoder.encode_pieces)
             self.writes += 1
         except CheckpointError as err:
             raise CheckpointWriteError(str(err)) from err
