@@ -18,13 +18,22 @@ class Picker:
     """Collects `needed` devices for one container from successive candidate sets.
 
     Every pick also goes into `reserved` (the resource's in-flight set) at once, so a concurrent
-    allocation that runs while this one awaits a plugin cannot hand out the same device.
+    allocation that runs while this one awaits a plugin cannot hand out the same device, and leaves the
+    resource's free set in `free_sets` (looked up at each pick: the owner may rebuild it meanwhile).
     """
 
-    def __init__(self, needed: int, reserved: set[str]) -> None:
+    def __init__(
+        self,
+        needed: int,
+        reserved: set[str],
+        free_sets: dict[str, set[str]] | None = None,
+        resource: str = "",
+    ) -> None:
         self.needed = needed
         self.picked: set[str] = set()
         self._reserved = reserved
+        self._free_sets = free_sets if free_sets is not None else {}
+        self._resource = resource
 
     def take(self, candidates: Iterable[str] | None) -> bool:
         """Take from `candidates` (smallest IDs first, for determinism); True once enough were taken."""
@@ -33,10 +42,13 @@ class Picker:
         # With nothing picked yet every candidate is fresh: let nsmallest (min() for one device) walk the
         # set in C instead of filtering 10^5 IDs in Python first.
         fresh = [d for d in candidates if d not in self.picked] if self.picked else candidates
-        for d in heapq.nsmallest(self.needed, fresh):
-            self.picked.add(d)
-            self._reserved.add(d)
-            self.needed -= 1
+        chosen = heapq.nsmallest(self.needed, fresh)
+        self.picked.update(chosen)
+        self._reserved.update(chosen)
+        self.needed -= len(chosen)
+        free = self._free_sets.get(self._resource)
+        if free is not None:
+            free.difference_update(chosen)
         return self.needed == 0
 
     def release(self) -> None:

@@ -146,6 +146,13 @@ class DeviceManager:
         self._allocated: dict[str, set[str]] = {}
         #: resource -> devices picked by allocations still waiting on a plugin.
         self._in_flight: dict[str, set[str]] = {}
+        #: resource -> healthy devices neither allocated nor in flight. Picks and failed allocations keep
+        #: it up to date; anything else that changes the devices or the allocations drops it, and the
+        #: next admission rebuilds it (rebuilding 10^4 IDs per admission made admission O(devices)).
+        self._free: dict[str, set[str]] = {}
+        #: The checkpoint's registered devices, reused by every write until the devices change: the
+        #: checkpoint encoder recognises the same object and neither compares nor copies its lists.
+        self._registered: dict[str, list[str]] | None = None
         #: pod UID -> resource -> devices later containers of the pod may reuse (SPEC §5.1).
         self._reuse: dict[str, dict[str, set[str]]] = {}
         #: pod UID -> its admission in progress (serialises the pod's containers).
@@ -258,6 +265,7 @@ class DeviceManager:
         for resource in data.registered_devices or {}:
             self._devices[resource] = ResourceDevices()
             self._endpoints[resource] = Endpoint.stopped(resource, now)
+        self._devices_changed()
 
     # ------------------------------------------------------------------------------------------------
     # Endpoints
@@ -329,6 +337,7 @@ class DeviceManager:
             devices = self._devices.get(resource)
             if devices is not None:
                 devices.mark_unhealthy()
+                self._devices_changed()
             log.info("device plugin for %s disconnected (%s): its devices are unhealthy", resource, reason)
         await endpoint.close()
         self._changes.publish(Change("disconnected", resource))
@@ -341,7 +350,10 @@ class DeviceManager:
         if devices is None:
             devices = self._devices[resource] = ResourceDevices()
         before = self._health_of_allocated(resource, devices)
-        report = devices.apply(msg)
+        try:
+            report = devices.apply(msg)
+        finally:
+            self._devices_changed()  # even a message that failed to decode may have changed some
         warning = report.warning(resource)
         if warning is not None:
             log.warning("%s", warning)
@@ -392,6 +404,8 @@ class DeviceManager:
             del self._devices[resource]
             self._endpoints.pop(resource, None)
             self._warnings.pop(resource, None)
+        if deleted:
+            self._devices_changed()
         if deleted:
             log.info("resources past their stop grace period were removed: %s", ", ".join(deleted))
             for resource in deleted:
@@ -534,6 +548,7 @@ class DeviceManager:
             return []
         self._pod_devices.delete(to_remove)
         self._allocated = self._pod_devices.devices()
+        self._free.clear()
         for uid in to_remove:
             self._reuse.pop(uid, None)
         removed = sorted(to_remove)
@@ -610,7 +625,7 @@ class DeviceManager:
                 self._pod_devices.insert(pod.uid, container.name, resource, per_numa, resp)
                 self._allocated.setdefault(resource, set()).update(picker.picked)
             finally:
-                picker.release()
+                self._release(resource, picker)
             needs_checkpoint = True
             self._changes.publish(Change("allocated", resource, (pod.uid,)))
         if needs_checkpoint:
@@ -668,7 +683,7 @@ class DeviceManager:
         self._check_healthy(resource, pre)
         if needed == 0:
             return None
-        picker = Picker(needed, self._in_flight.setdefault(resource, set()))
+        picker = Picker(needed, self._in_flight.setdefault(resource, set()), self._free, resource)
         try:
             if picker.take(reusable):
                 return picker
@@ -709,7 +724,7 @@ class DeviceManager:
                 f"Got: {required - picker.needed}"
             )
         except BaseException:
-            picker.release()
+            self._release(resource, picker)
             raise
 
     def _check_healthy(self, resource: str, pre: set[str] | None) -> None:
@@ -725,8 +740,30 @@ class DeviceManager:
             )
 
     def _available(self, resource: str) -> set[str]:
-        devices = self._devices[resource]
-        return devices.healthy - self._allocated.get(resource, set()) - self._in_flight.get(resource, set())
+        """The free devices of `resource`: the manager's own set, which callers must only read."""
+        free = self._free.get(resource)
+        if free is None:
+            devices = self._devices[resource]
+            free = self._free[resource] = (
+                devices.healthy - self._allocated.get(resource, set()) - self._in_flight.get(resource, set())
+            )
+        return free
+
+    def _release(self, resource: str, picker: Picker) -> None:
+        """End a pick: its devices leave the in-flight set; those not allocated are free again."""
+        picker.release()
+        free = self._free.get(resource)
+        devices = self._devices.get(resource)
+        if free is None or devices is None:
+            self._free.pop(resource, None)
+            return
+        allocated = self._allocated.get(resource, set())
+        free.update(d for d in picker.picked if d in devices.healthy and d not in allocated)
+
+    def _devices_changed(self) -> None:
+        """Some resource's devices changed: the free sets and the registered devices are rebuilt."""
+        self._free.clear()
+        self._registered = None
 
     def _revalidate(
         self, resource: str, pod: Pod, container: Container, affinity: frozenset[int] | None
@@ -864,10 +901,9 @@ class DeviceManager:
 
     def _checkpoint_data(self) -> CheckpointData:
         entries = self._pod_devices.to_checkpoint()
-        return CheckpointData(
-            pod_device_entries=entries or None,
-            registered_devices={r: list(d.healthy) for r, d in self._devices.items()},
-        )
+        if self._registered is None:
+            self._registered = {r: list(d.healthy) for r, d in self._devices.items()}
+        return CheckpointData(pod_device_entries=entries or None, registered_devices=self._registered)
 
     async def write_checkpoint(self) -> None:
         """Write the checkpoint now (it is also written on every change that needs it)."""
