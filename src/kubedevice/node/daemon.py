@@ -266,7 +266,7 @@ class NodeDaemon:
         if self.manager is not None:
             await self.manager.stop()
         with contextlib.suppress(OSError):
-            await self._state.save(self.pods.saved())
+            await self._state.save(self._terminated_pods())
         for path in (self.paths.status_socket, self.paths.pod_resources_socket):
             with contextlib.suppress(OSError):
                 path.unlink()
@@ -437,7 +437,10 @@ class NodeDaemon:
                 log.info("pod %s admitted: Running", _name(record.pod))
             if self.pods.get(record.uid) is not record or not record.active:
                 self._release()  # removed while admitting, or failed part-way: free what it got
-        await self._save_state()
+        if not record.active:
+            # Only a pod that ended Failed changes the state file; a Running pod's devices are in the
+            # checkpoint, and a removed pod was saved by the scan that removed it.
+            await self._save_state()
 
     def _fail(self, record: PodRecord, message: str) -> None:
         record.phase, record.reason, record.message = "Failed", ADMISSION_ERROR_REASON, message
@@ -453,9 +456,17 @@ class NodeDaemon:
             log.info("manifest %s: no longer reported (fixed or removed)", file)
         self.bad_files = dict(errors)
 
+    def _terminated_pods(self) -> dict[str, SavedPod]:
+        """What the state file keeps: the Failed and Succeeded pods, which a restart must not admit.
+
+        Pending and Running pods are left out: a restart admits them again anyway (a Running pod keeps
+        the devices of its checkpoint entry), so rewriting the file for each admission bought nothing.
+        """
+        return {record.uid: record.saved() for record in self.pods if not record.active}
+
     async def _save_state(self) -> None:
         try:
-            await self._state.save(self.pods.saved())
+            await self._state.save(self._terminated_pods())
         except OSError as err:
             log.error("cannot write the pod state file %s: %s", self.paths.state_file, err)
 

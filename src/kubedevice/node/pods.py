@@ -14,6 +14,8 @@ PodPhase = Literal["Pending", "Running", "Failed", "Succeeded"]
 PHASES: tuple[PodPhase, ...] = ("Pending", "Running", "Failed", "Succeeded")
 #: The kubelet's pod status reason when the device manager refuses a pod.
 ADMISSION_ERROR_REASON = "UnexpectedAdmissionError"
+#: The phases of the kubelet's "active pods", whose devices are kept.
+_ACTIVE_PHASES: frozenset[PodPhase] = frozenset(("Pending", "Running"))
 
 
 @dataclass(slots=True)
@@ -36,7 +38,7 @@ class PodRecord:
     @property
     def active(self) -> bool:
         """The kubelet's "active pod": not terminated, so its devices are kept."""
-        return self.phase in ("Pending", "Running")
+        return self.phase in _ACTIVE_PHASES
 
     def saved(self) -> SavedPod:
         return SavedPod(
@@ -74,7 +76,9 @@ class PodTable:
         return self._pods.pop(uid, None)
 
     def active_uids(self) -> list[str]:
-        return [r.uid for r in self._pods.values() if r.active]
+        # Asked on every allocation (the manager's active-pods callback): keyed by UID already, and the
+        # phase test inlined, it stays a fast O(pods) walk.
+        return [uid for uid, r in self._pods.items() if r.phase in _ACTIVE_PHASES]
 
     def count_by_phase(self) -> dict[PodPhase, int]:
         counts: dict[PodPhase, int] = dict.fromkeys(PHASES, 0)

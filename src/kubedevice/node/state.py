@@ -1,8 +1,10 @@
 """The daemon's small memory of pod phases, so a restart does not admit Failed or Succeeded pods again.
 
 Devices are remembered by the device manager's checkpoint; this file only keeps what the kubelet would
-learn back from the API server: each pod's phase, reason and message, and which manifest content it had.
-It is written atomically (temp file, fsync, rename) from a thread.
+learn back from the API server for the pods a restart must not admit again: each Failed or Succeeded
+pod's phase, reason and message, and which manifest content it had. So it changes only when a pod
+terminates or is tried again, not on every admission. It is written atomically (temp file, fsync,
+rename) from a thread.
 """
 
 from __future__ import annotations
