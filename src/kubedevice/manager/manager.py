@@ -34,7 +34,7 @@ from kubedevice.api.constants import (
 )
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
-from kubedevice.manager.allocator import Picker, filter_by_affinity, generate_topology_hints
+from kubedevice.manager.allocator import FreeDevices, Picker, filter_by_affinity, generate_topology_hints
 from kubedevice.manager.changes import ChangeFeed, ChangeListener
 from kubedevice.manager.checkpoint import (
     CheckpointData,
@@ -149,7 +149,7 @@ class DeviceManager:
         #: resource -> healthy devices neither allocated nor in flight. Picks and failed allocations keep
         #: it up to date; anything else that changes the devices or the allocations drops it, and the
         #: next admission rebuilds it (rebuilding 10^4 IDs per admission made admission O(devices)).
-        self._free: dict[str, set[str]] = {}
+        self._free: dict[str, FreeDevices] = {}
         #: The checkpoint's registered devices, reused by every write until the devices change: the
         #: checkpoint encoder recognises the same object and neither compares nor copies its lists.
         self._registered: dict[str, list[str]] | None = None
@@ -744,7 +744,7 @@ class DeviceManager:
         free = self._free.get(resource)
         if free is None:
             devices = self._devices[resource]
-            free = self._free[resource] = (
+            free = self._free[resource] = FreeDevices(
                 devices.healthy - self._allocated.get(resource, set()) - self._in_flight.get(resource, set())
             )
         return free
@@ -758,7 +758,7 @@ class DeviceManager:
             self._free.pop(resource, None)
             return
         allocated = self._allocated.get(resource, set())
-        free.update(d for d in picker.picked if d in devices.healthy and d not in allocated)
+        free.give_back([d for d in picker.picked if d in devices.healthy and d not in allocated])
 
     def _devices_changed(self) -> None:
         """Some resource's devices changed: the free sets and the registered devices are rebuilt."""
