@@ -17,12 +17,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import CLI, RESOURCE, Figures, short_tempdir
+from bench.common import CLI, RESOURCE, Figures, Target, short_tempdir
 from kubedevice.node.daemon import NodePaths
 from kubedevice.node.http import StatusClientError, get
 
 NAME = "daemon"
 POLL_S = 0.05
+#: Within 3x of the manager's own sequential admission target (bench admission: >= 500 pods/s): the
+#: daemon adds manifest parsing, pod bookkeeping and the status API, not another order of magnitude.
+RATE_TARGET = Target(500 / 3, "higher")
 
 MANIFEST = """apiVersion: v1
 kind: Pod
@@ -159,5 +162,11 @@ async def run(*, quick: bool, runs: int) -> Figures:
         elapsed = await measure(pods)
         kubelet = (None, None) if quick else ("3.98 s (device manager only)", "251 /s")
         figures.add(f"{pods:,} manifests to Running", elapsed, "s", kubelet=kubelet[0])
-        figures.add(f"{pods:,} manifests: rate", pods / elapsed, "pods/s", kubelet=kubelet[1])
+        figures.add(
+            f"{pods:,} manifests: rate",
+            pods / elapsed,
+            "pods/s",
+            target=None if quick else RATE_TARGET,
+            kubelet=kubelet[1],
+        )
     return figures
