@@ -20,12 +20,13 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import gc
 import json
 import os
 import re
 import secrets
 import stat
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -653,7 +654,29 @@ def _attempt(doc: object, scrub: bool, v1: bool) -> UnverifiedCheckpoint:
     return UnverifiedCheckpoint(_public(raw, version), int(fnv_c.fnv1a_32(_raw_spew(raw, v1))))
 
 
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a whole file becomes objects.
+
+    Decoding 10,000 entries makes ~100,000 objects, none of them in a cycle; the collector's passes over
+    them were 40% of the start-up decode (restoring them into pod devices is the same). The pause is short
+    and only defers collection.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _decode_attempts(raw: bytes) -> _Attempts:
+    with collector_paused():
+        return _decode_attempts_unpaused(raw)
+
+
+def _decode_attempts_unpaused(raw: bytes) -> _Attempts:
     doc, scrub = _parse(raw)
     v2: UnverifiedCheckpoint | None = None
     v2_error: CheckpointFormatError | None = None

@@ -41,6 +41,7 @@ from kubedevice.manager.checkpoint import (
     CheckpointError,
     CheckpointNotFoundError,
     CheckpointStore,
+    collector_paused,
 )
 from kubedevice.manager.checkpoint_writer import CheckpointWriteError, CheckpointWriter
 from kubedevice.manager.devices import NO_TOPOLOGY, ResourceDevices, Snapshot
@@ -259,8 +260,9 @@ class DeviceManager:
                 log.error("%s", qerr)
             return
         data = decoded.data
-        self._pod_devices = PodDevices.from_checkpoint(data.pod_device_entries or [])
-        self._allocated = self._pod_devices.devices()
+        with collector_paused():
+            self._pod_devices = PodDevices.from_checkpoint(data.pod_device_entries or [])
+            self._allocated = self._pod_devices.devices()
         now = self._clock()
         for resource in data.registered_devices or {}:
             self._devices[resource] = ResourceDevices()
