@@ -14,12 +14,8 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import typer
-from typer._click.core import Context
-from typer._click.exceptions import NoArgsIsHelpError, UsageError
-from typer.core import TyperCommand, TyperGroup
 
 from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.builtin.fake import FakeConfig, FakePlugin, NumaLayout
@@ -36,34 +32,9 @@ def _usage_error(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-class _OneLineErrorCommand(TyperCommand):
-    """Usage errors as one `error: ...` line on stderr instead of a usage box (callers parse stderr)."""
-
-    def make_context(
-        self, info_name: str | None, args: list[str], parent: Context | None = None, **extra: Any
-    ) -> Context:
-        try:
-            return super().make_context(info_name, args, parent, **extra)
-        except NoArgsIsHelpError:
-            raise
-        except UsageError as exc:
-            raise _usage_error(exc.format_message()) from None
-
-
-class _OneLineErrorGroup(TyperGroup):
-    def invoke(self, ctx: Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except NoArgsIsHelpError:
-            raise
-        except UsageError as exc:
-            raise _usage_error(exc.format_message()) from None
-
-
 app = typer.Typer(
     name="plugin",
     help="Run a ready device plugin beside a kubelet (or kubedevice's node daemon).",
-    cls=_OneLineErrorGroup,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -109,7 +80,7 @@ LOG_LEVEL = typer.Option("info", "--log-level", help="debug, info, warning or er
 POLL_INTERVAL = typer.Option(1.0, "--poll-interval", min=0.001, help="Seconds between two device scans.")
 
 
-@app.command("fake", cls=_OneLineErrorCommand)
+@app.command("fake")
 def fake(
     resource: str = typer.Option(..., "--resource", help="Extended resource name, e.g. example.com/fake."),
     devices: int = typer.Option(..., "--devices", min=0, help="How many devices: fake-0 .. fake-<N-1>."),
@@ -157,7 +128,7 @@ def fake(
     )
 
 
-@app.command("paths", cls=_OneLineErrorCommand)
+@app.command("paths")
 def paths(
     resource: str = typer.Option(..., "--resource", help="Extended resource name, e.g. example.com/serial."),
     pattern: str = typer.Option(..., "--glob", help="Absolute glob of host files, e.g. '/dev/ttyUSB*'."),
@@ -210,8 +181,10 @@ def _run(common: _Common, make_plugin: Callable[[], DevicePlugin]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run the sub-app on its own (handy for `python -m kubedevice.plugin.cli`)."""
-    app(args=list(argv) if argv is not None else None, prog_name="kubedevice plugin")
+    """`python -m kubedevice.plugin.cli ARGS` runs `kubedevice plugin ARGS`, through the root command."""
+    from kubedevice.cli import app as root
+
+    root(args=["plugin", *(sys.argv[1:] if argv is None else argv)], prog_name="kubedevice")
 
 
 if __name__ == "__main__":
