@@ -20,7 +20,7 @@ from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from kubedevice.api.pluginregistration.v1 import api_pb2 as reg
 from kubedevice.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from kubedevice.manager import DeviceManager
+from kubedevice.manager import Container, DeviceManager, Pod
 from tests.waiting import poll_async
 
 AllocateHandler = Callable[[dp.AllocateRequest], Awaitable[dp.AllocateResponse]]
@@ -205,3 +205,27 @@ async def serving(*plugins: FakePlugin) -> AsyncIterator[None]:
 
 def cleanup(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+#: The resource the manager tests allocate unless they say otherwise.
+RESOURCE = "example.com/fake"
+
+
+async def registered(m: DeviceManager, plugin: FakePlugin, healthy: int | None = None) -> None:
+    """Register `plugin` and wait until the manager counts its healthy devices as allocatable."""
+    await plugin.register(m.socket_path)
+    expect = sum(d.health == "Healthy" for d in plugin.devices) if healthy is None else healthy
+    await eventually(lambda: m.get_capacity()[1].get(plugin.resource) == expect, what=f"{expect} allocatable")
+
+
+def held(m: DeviceManager, pod: str, container: str = "c", resource: str = RESOURCE) -> set[str]:
+    """The device IDs a container holds."""
+    devices = m.get_devices(pod, container)
+    assert devices is not None
+    return set(devices.get(resource, {}))
+
+
+def one(pod_uid: str, count: int, resource: str = RESOURCE) -> tuple[Pod, Container]:
+    """A pod of one container "c" asking for `count` devices."""
+    c = Container("c", {resource: count})
+    return Pod(pod_uid, containers=[c]), c

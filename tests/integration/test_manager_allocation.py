@@ -21,30 +21,16 @@ from tests.integration.fakeplugin import (
     default_allocate,
     device,
     eventually,
+    held,
     make_devices,
+    one,
+    registered,
     running_manager,
     serving,
 )
 
 R = "example.com/fake"
 R2 = "example.com/other"
-
-
-async def registered(m: DeviceManager, plugin: FakePlugin, healthy: int | None = None) -> None:
-    await plugin.register(m.socket_path)
-    expect = sum(d.health == "Healthy" for d in plugin.devices) if healthy is None else healthy
-    await eventually(lambda: m.get_capacity()[1].get(plugin.resource) == expect, what="allocatable")
-
-
-def held(m: DeviceManager, pod: str, container: str, resource: str = R) -> set[str]:
-    devices = m.get_devices(pod, container)
-    assert devices is not None
-    return set(devices.get(resource, {}))
-
-
-def one(pod_uid: str, count: int, resource: str = R) -> tuple[Pod, Container]:
-    c = Container("c", {resource: count})
-    return Pod(pod_uid, containers=[c]), c
 
 
 async def test_allocate_records_devices_and_writes_the_checkpoint(root: Path) -> None:

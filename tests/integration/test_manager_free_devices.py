@@ -13,34 +13,21 @@ from pathlib import Path
 import pytest
 
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
-from kubedevice.manager import AdmissionError, Container, DeviceManager, Pod
+from kubedevice.manager import AdmissionError
 from tests.integration.fakeplugin import (
     FakePlugin,
     default_allocate,
     device,
     eventually,
+    held,
     make_devices,
+    one,
+    registered,
     running_manager,
     serving,
 )
 
 R = "example.com/fake"
-
-
-def one(pod_uid: str, count: int) -> tuple[Pod, Container]:
-    c = Container("c", {R: count})
-    return Pod(pod_uid, containers=[c]), c
-
-
-def held(m: DeviceManager, pod_uid: str) -> set[str]:
-    devices = m.get_devices(pod_uid, "c")
-    assert devices is not None
-    return set(devices.get(R, {}))
-
-
-async def registered(m: DeviceManager, plugin: FakePlugin, healthy: int) -> None:
-    await plugin.register(m.socket_path)
-    await eventually(lambda: m.get_capacity()[1].get(R) == healthy, what=f"{healthy} allocatable")
 
 
 async def test_devices_of_a_failed_allocate_are_free_again(root: Path) -> None:
