@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, str] = {
     "checkpoint": "kubedevice.checkpoint_cli",
     "conformance": "kubedevice.conformance.command",
     "demo": "kubedevice.node.cli",
+    "exporter": "kubedevice.exporter.cli",
     "node": "kubedevice.node.cli",
     "plugin": "kubedevice.plugin.cli",
     "podresources": "kubedevice.node.client_cli",

@@ -34,14 +34,14 @@ def default_root_dir() -> Path:
     return base / "kubedevice"
 
 
-def parse_http_addr(text: str) -> tuple[str, int]:
-    """`HOST:PORT`, `[v6]:PORT` or just `PORT` (then loopback)."""
+def parse_http_addr(text: str, option: str = "--http-addr") -> tuple[str, int]:
+    """`HOST:PORT`, `[v6]:PORT` or just `PORT` (then loopback); errors name `option`."""
     host, sep, port_text = text.rpartition(":")
     if not sep:
         host, port_text = "127.0.0.1", text
     host = host.strip("[]") or "127.0.0.1"
     if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise ValueError(f"--http-addr {text!r}: expected HOST:PORT or PORT with a port from 0 to 65535")
+        raise ValueError(f"{option} {text!r}: expected HOST:PORT or PORT with a port from 0 to 65535")
     return host, int(port_text)
 
 
