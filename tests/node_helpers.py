@@ -183,3 +183,32 @@ spec:
     resources:
       limits:{limit_lines}
 """
+
+
+#: A pod with every kind of container that can hold devices: a plain init container (`setup`, which the
+#: kubelet's PodResources does not list), a sidecar (`sidecar`), and app containers with and without devices.
+TRAINER_POD = """apiVersion: v1
+kind: Pod
+metadata: {name: trainer, namespace: ml}
+spec:
+  initContainers:
+  - name: setup
+    resources: {limits: {example.com/gpu: 1}}
+  - name: sidecar
+    restartPolicy: Always
+    resources: {limits: {example.com/gpu: 1}}
+  containers:
+  - name: train
+    resources: {limits: {example.com/gpu: 2}}
+  - name: idle
+"""
+
+#: A one-container pod holding a GPU and a NIC (a device without topology).
+WEB_POD = """apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: default}
+spec:
+  containers:
+  - name: main
+    resources: {limits: {example.com/gpu: 1, example.com/nic: 1}}
+"""

@@ -27,6 +27,7 @@ SUBCOMMANDS: dict[str, str] = {
     "podresources": "kubedevice.node.client_cli",
     "pods": "kubedevice.node.client_cli",
     "status": "kubedevice.node.client_cli",
+    "top": "kubedevice.top.cli",
 }
 
 

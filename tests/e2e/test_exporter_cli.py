@@ -16,38 +16,23 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.node_helpers import CLI, DEADLINE_S, NodeProcesses, node_processes, run_cli, wait_for
+from tests.node_helpers import (
+    CLI,
+    DEADLINE_S,
+    TRAINER_POD,
+    WEB_POD,
+    NodeProcesses,
+    node_processes,
+    run_cli,
+    wait_for,
+)
+from tests.prometheus_text import Samples, held_devices, parse_samples, sample_value
 
 GPU = "example.com/gpu"
 NIC = "example.com/nic"
 #: Init containers without restartPolicy Always: the kubelet's PodResources does not list them.
 PLAIN_INIT = {"setup"}
-TRAINER = f"""apiVersion: v1
-kind: Pod
-metadata: {{name: trainer, namespace: ml}}
-spec:
-  initContainers:
-  - name: setup
-    resources: {{limits: {{{GPU}: 1}}}}
-  - name: logs
-    restartPolicy: Always
-    resources: {{limits: {{{GPU}: 1}}}}
-  containers:
-  - name: train
-    resources: {{limits: {{{GPU}: 2}}}}
-"""
-WEB = f"""apiVersion: v1
-kind: Pod
-metadata: {{name: web, namespace: default}}
-spec:
-  containers:
-  - name: main
-    resources: {{limits: {{{GPU}: 1, {NIC}: 1}}}}
-"""
-
-Samples = dict[str, list[tuple[dict[str, str], float]]]
 
 
 class Exporter:
@@ -80,19 +65,13 @@ class Exporter:
 
     def samples(self) -> Samples:
         with urllib.request.urlopen(self.url, timeout=5) as answer:
-            text = answer.read().decode()
-        out: Samples = {}
-        for family in text_string_to_metric_families(text):
-            for s in family.samples:
-                out.setdefault(s.name, []).append((dict(s.labels), s.value))
-        return out
+            return parse_samples(answer.read().decode())
 
     def value(self, name: str, **labels: str) -> float | None:
-        return next((v for got, v in self.samples().get(name, []) if got == labels), None)
+        return sample_value(self.samples(), name, **labels)
 
     def held(self) -> set[tuple[str, ...]]:
-        keys = ("namespace", "pod", "container", "resource", "device", "numa_node")
-        return {tuple(s[k] for k in keys) for s, _ in self.samples().get("kubedevice_pod_device_info", [])}
+        return held_devices(self.samples())
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -151,17 +130,17 @@ def _matches(node: NodeProcesses, exporter: Exporter, want_pods: set[str]) -> se
 
 
 def test_series_follow_pods_plugin_death_and_daemon_restart(node: NodeProcesses, exporter: Exporter) -> None:
-    node.write_manifest("trainer.yaml", TRAINER)
-    node.write_manifest("web.yaml", WEB)
+    node.write_manifest("trainer.yaml", TRAINER_POD)
+    node.write_manifest("web.yaml", WEB_POD)
     node.wait_phase("trainer", "Running")
     node.wait_phase("web", "Running")
     both = wait_for(lambda: _matches(node, exporter, {"trainer", "web"}), "series == pods --json (2 pods)")
-    assert {e[2] for e in both} == {"logs", "train", "main"}
+    assert {e[2] for e in both} == {"sidecar", "train", "main"}
     assert exporter.value("kubedevice_allocatable_devices", resource=GPU) == 6
     assert exporter.value("kubedevice_allocated_devices", resource=GPU) == 4
     assert exporter.value("kubedevice_free_devices", resource=GPU) == 2
     wait_for(lambda: exporter.value("kubedevice_checkpoint_verified") == 1, "the checkpoint to verify")
-    assert exporter.value("kubedevice_checkpoint_entries") == 5  # setup, logs, train, and web's two
+    assert exporter.value("kubedevice_checkpoint_entries") == 5  # setup, sidecar, train, and web's two
 
     (node.paths.manifests / "trainer.yaml").unlink()
     wait_for(lambda: _matches(node, exporter, {"web"}), "series == pods --json after trainer went")

@@ -16,7 +16,6 @@ import grpc
 import grpc.aio
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from kubedevice.api.podresources.v1 import api_pb2 as pr
 from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
@@ -26,6 +25,7 @@ from kubedevice.exporter.refresh import Refresher
 from kubedevice.inventory import PodResourcesReader
 from kubedevice.manager.checkpoint import CheckpointData, PodDevicesEntry, encode
 from kubedevice.node.podresources import RATE_LIMIT_MESSAGE
+from tests.prometheus_text import Samples, held_devices, parse_samples, sample_value
 from tests.waiting import short_tempdir
 
 GPU = "example.com/gpu"
@@ -83,29 +83,17 @@ class Bench:
         await self.server.stop(None)
         self.server = None
 
-    def samples(self) -> dict[str, list[tuple[dict[str, str], float]]]:
-        text = generate_latest(self.registry).decode()
-        out: dict[str, list[tuple[dict[str, str], float]]] = {}
-        for family in text_string_to_metric_families(text):
-            for s in family.samples:
-                out.setdefault(s.name, []).append((dict(s.labels), s.value))
-        return out
+    def samples(self) -> Samples:
+        return parse_samples(generate_latest(self.registry).decode())
 
     def value(self, name: str, **labels: str) -> float | None:
-        for got, value in self.samples().get(name, []):
-            if got == labels:
-                return value
-        return None
+        return sample_value(self.samples(), name, **labels)
 
     def errors(self, kind: str) -> float | None:
         return self.value("kubedevice_exporter_errors_total", kind=kind)
 
     def held(self) -> set[tuple[str, ...]]:
-        return {
-            tuple(labels[k] for k in ("namespace", "pod", "container", "resource", "device", "numa_node"))
-            for labels, value in self.samples().get("kubedevice_pod_device_info", [])
-            if value == 1
-        }
+        return held_devices(self.samples())
 
 
 @pytest.fixture

@@ -19,24 +19,9 @@ from kubedevice.manager import DeviceManager
 from kubedevice.node.daemon import NodeConfig, NodeDaemon
 from kubedevice.node.podresources import PodResourcesMetrics, PodResourcesServicer, container_devices
 from kubedevice.node.ratelimit import TokenBucket
-from tests.node_helpers import CLI, async_wait_for, short_tmpdir
+from tests.node_helpers import CLI, TRAINER_POD, async_wait_for, short_tmpdir
 
 GPU = "example.com/gpu"
-POD = f"""apiVersion: v1
-kind: Pod
-metadata: {{name: trainer, namespace: ml}}
-spec:
-  initContainers:
-  - name: setup
-    resources: {{limits: {{{GPU}: 1}}}}
-  - name: sidecar
-    restartPolicy: Always
-    resources: {{limits: {{{GPU}: 1}}}}
-  containers:
-  - name: train
-    resources: {{limits: {{{GPU}: 2}}}}
-  - name: idle
-"""
 
 
 @pytest.fixture
@@ -77,7 +62,7 @@ def _capacity(node: NodeDaemon) -> int:
 
 async def test_list_get_and_allocatable(daemon: NodeDaemon) -> None:
     await async_wait_for(lambda: _capacity(daemon) == 4, "the fake plugin to register 4 devices")
-    (daemon.paths.manifests / "trainer.yaml").write_text(POD)
+    (daemon.paths.manifests / "trainer.yaml").write_text(TRAINER_POD)
     await async_wait_for(lambda: any(r.phase == "Running" for r in daemon.pods), "the pod to be admitted")
     sock = daemon.paths.pod_resources_socket
     assert stat.S_IMODE(os.stat(sock).st_mode) & 0o007 == 0  # not world-accessible

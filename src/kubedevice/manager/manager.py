@@ -432,6 +432,11 @@ class DeviceManager:
             return None
         return frozenset(devices.healthy), frozenset(devices.unhealthy)
 
+    def device_topology(self, resource: str) -> dict[str, tuple[int, ...]]:
+        """device ID -> NUMA nodes, for the devices of a resource that report topology (healthy or not)."""
+        devices = self._devices.get(resource)
+        return dict(devices.topology) if devices is not None else {}
+
     def get_devices(self, pod_uid: str, container_name: str) -> dict[str, dict[str, tuple[int, ...]]] | None:
         """resource -> device ID -> NUMA nodes of a container's devices; None if unknown (SPEC §4.6)."""
         return self._pod_devices.device_topology(pod_uid, container_name)

@@ -18,6 +18,10 @@ def _device_ids(manager: DeviceManager, resource: str) -> tuple[list[str], list[
     return sorted(healthy), sorted(unhealthy)
 
 
+def _numa_nodes(manager: DeviceManager, resource: str) -> dict[str, list[int]]:
+    return {d: list(n) for d, n in sorted(manager.device_topology(resource).items())}
+
+
 def node_view(manager: DeviceManager, checkpoint_path: Path) -> dict[str, Any]:
     capacity, allocatable, _deleted = manager.get_capacity()
     resources: dict[str, Any] = {}
@@ -26,6 +30,9 @@ def node_view(manager: DeviceManager, checkpoint_path: Path) -> dict[str, Any]:
         resources[status.resource_name] = {
             "healthy": healthy,
             "unhealthy": unhealthy,
+            "numaNodes": {
+                d: list(n) for d, n in sorted(manager.device_topology(status.resource_name).items())
+            },
             "endpoint": status.state,
             "stoppedSeconds": status.stopped_seconds,
             "allocated": status.allocated,

@@ -1,0 +1,1 @@
+"""`kubedevice top`: a live view of which pod holds which device, per resource and NUMA node."""

@@ -1,0 +1,110 @@
+"""What one `top` frame shows, built from the node daemon's status API or from a bare PodResources socket."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kubedevice.inventory import PodResourcesView, natural_key
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceCell:
+    device: str
+    numa_nodes: tuple[int, ...]
+    #: None: not known (a held device GetAllocatableResources does not list: unhealthy, or plugin gone).
+    healthy: bool | None
+    #: "namespace/name" of the pods whose containers hold it (one, unless the node is confused).
+    holders: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceDevices:
+    resource: str
+    devices: tuple[DeviceCell, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HeldBy:
+    """The devices of one container."""
+
+    pod: str  # namespace/name
+    container: str
+    resource: str
+    devices: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopView:
+    #: One line saying where the data comes from and how much it can tell.
+    source: str
+    resources: tuple[ResourceDevices, ...]
+    held: tuple[HeldBy, ...]
+    #: False for a bare PodResources socket: free unhealthy devices are invisible there.
+    health_known: bool
+
+    def pods(self) -> list[str]:
+        """Pods holding devices, numbered in this order in the frame."""
+        return sorted({h.pod for h in self.held}, key=natural_key)
+
+
+def _holders(held: Iterable[HeldBy]) -> dict[tuple[str, str], tuple[str, ...]]:
+    out: dict[tuple[str, str], set[str]] = {}
+    for h in held:
+        for d in h.devices:
+            out.setdefault((h.resource, d), set()).add(h.pod)
+    return {k: tuple(sorted(v)) for k, v in out.items()}
+
+
+def _sorted_cells(cells: Iterable[DeviceCell]) -> tuple[DeviceCell, ...]:
+    return tuple(sorted(cells, key=lambda c: natural_key(c.device)))
+
+
+def from_status(source: str, node: dict[str, Any], pods: list[dict[str, Any]]) -> TopView:
+    """The node daemon's `/node` and `/pods` answers: health, topology and holders of every device."""
+    held: list[HeldBy] = []
+    for pod in pods:
+        if "error" in pod:
+            continue  # a manifest that could not be read holds nothing
+        name = f"{pod['namespace']}/{pod['name']}"
+        for c in pod["containers"]:
+            held.extend(HeldBy(name, c["name"], r, tuple(ids)) for r, ids in c["devices"].items() if ids)
+    holders = _holders(held)
+    resources = []
+    for resource, info in sorted(node["resources"].items()):
+        numa = info.get("numaNodes", {})
+        cells = [
+            DeviceCell(d, tuple(numa.get(d, ())), healthy, holders.get((resource, d), ()))
+            for healthy, ids in ((True, info["healthy"]), (False, info["unhealthy"]))
+            for d in ids
+        ]
+        resources.append(ResourceDevices(resource, _sorted_cells(cells)))
+    return TopView(source, tuple(resources), tuple(held), health_known=True)
+
+
+def from_podresources(source: str, view: PodResourcesView) -> TopView:
+    """A PodResources socket: allocatable devices are healthy; held ones outside it are of unknown health."""
+    per_container: dict[tuple[str, str, str], list[str]] = {}
+    topology: dict[str, dict[str, tuple[int, ...]]] = {r: dict(ids) for r, ids in view.allocatable.items()}
+    for h in view.held:
+        per_container.setdefault((f"{h.namespace}/{h.pod}", h.container, h.resource), []).append(h.device)
+        topology.setdefault(h.resource, {}).setdefault(h.device, h.numa_nodes)
+    held = [HeldBy(p, c, r, tuple(sorted(ids, key=natural_key))) for (p, c, r), ids in per_container.items()]
+    holders = _holders(held)
+    resources = tuple(
+        ResourceDevices(
+            resource,
+            _sorted_cells(
+                DeviceCell(
+                    d,
+                    nodes,
+                    True if d in view.allocatable.get(resource, {}) else None,
+                    holders.get((resource, d), ()),
+                )
+                for d, nodes in ids.items()
+            ),
+        )
+        for resource, ids in sorted(topology.items())
+    )
+    return TopView(source, resources, tuple(held), health_known=False)
