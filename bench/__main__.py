@@ -26,7 +26,7 @@ from typing import NoReturn
 from rich.console import Console
 from rich.table import Table
 
-from bench import admission, daemon_admission, listwatch, memory, reregistration, restart
+from bench import admission, daemon_admission, exporter, listwatch, memory, reregistration, restart
 from bench.common import Figure, Figures, Target, fmt
 
 Scenario = Callable[..., Awaitable[Figures]]
@@ -37,6 +37,7 @@ SCENARIOS: dict[str, Scenario] = {
     restart.NAME: restart.run,
     reregistration.NAME: reregistration.run,
     memory.NAME: memory.run,
+    exporter.NAME: exporter.run,
 }
 RESULTS = Path(__file__).with_name("results.json")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import admission, listwatch
+from bench import admission, exporter, listwatch
 from bench.common import RESOURCE, Figures, Target, device_id, list_and_watch_bytes, short_tempdir
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.manager.checkpoint import CheckpointStore
@@ -69,6 +69,15 @@ async def test_admission_admits_every_pod_and_checkpoints_them() -> None:
             assert saved.pod_device_entries is not None
             assert {e.pod_uid for e in saved.pod_device_entries} == manager.pod_uids()
             assert {e.resource_name for e in saved.pod_device_entries} == {RESOURCE}
+
+
+async def test_exporter_scenario_measures_a_real_exporter_at_tiny_size() -> None:
+    figures = {f.name: f for f in await exporter.run(quick=True, runs=1)}
+    refresh = figures["one refresh, 200 containers (checkpoint changed)"]
+    assert len(refresh.samples) == exporter.REFRESHES and all(s > 0 for s in refresh.samples)
+    assert len(figures["one scrape, 200 containers"].samples) == exporter.REFRESHES
+    [rss] = figures["exporter peak RSS, 200 containers"].samples
+    assert rss > 10  # MB: a Python process with gRPC loaded, not a unit mix-up
 
 
 def test_quick_run_as_a_process_writes_results(tmp_path: Path) -> None:

@@ -18,10 +18,11 @@ from prometheus_client import CollectorRegistry, ProcessCollector, start_http_se
 from kubedevice.api.constants import CHECKPOINT_NAME, DEVICE_PLUGIN_PATH, POD_RESOURCES_SOCKET
 from kubedevice.exporter.checkpoint_probe import CheckpointProbe
 from kubedevice.exporter.collector import SnapshotCollector
+from kubedevice.exporter.memory import MemoryReleaser
 from kubedevice.exporter.refresh import MIN_INTERVAL_S, Refresher
 from kubedevice.inventory import PodResourcesReader
-from kubedevice.node.cli import fail, parse_http_addr
 from kubedevice.node.durations import parse_duration
+from kubedevice.node.options import fail, parse_http_addr
 
 #: Loopback only by default: the metrics name every pod of the node. The DaemonSet listens on the pod IP.
 DEFAULT_LISTEN = "127.0.0.1:9478"
@@ -67,6 +68,7 @@ def exporter(
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    MemoryReleaser().limit_arenas()
     refresher = Refresher(PodResourcesReader(podresources_socket), CheckpointProbe(checkpoint), seconds)
     try:
         code = asyncio.run(_serve(refresher, host, port))
@@ -77,7 +79,7 @@ def exporter(
 
 async def _serve(refresher: Refresher, host: str, port: int) -> int:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SnapshotCollector(lambda: refresher.snapshot))
+    registry.register(SnapshotCollector(lambda: refresher.snapshot, lock=refresher.heavy))
     ProcessCollector(registry=registry)
     try:
         # In a thread: binding may resolve a host name. The server answers scrapes on its own threads,

@@ -5,9 +5,11 @@ Names and labels are the exporter's public contract (docs/exporter.md lists them
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -21,16 +23,25 @@ DEVICE_LABELS = ["namespace", "pod", "container", "resource", "device", "numa_no
 class SnapshotCollector:
     """Registered with a CollectorRegistry; `collect()` reads the snapshot once and yields from it only."""
 
-    def __init__(self, snapshot: Callable[[], Snapshot], clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        snapshot: Callable[[], Snapshot],
+        clock: Callable[[], float] = time.time,
+        lock: AbstractContextManager[object] | None = None,
+    ) -> None:
         self._snapshot = snapshot
         self._clock = clock
+        self._lock = lock if lock is not None else contextlib.nullcontext()
 
     def collect(self) -> Iterator[Metric]:
-        s = self._snapshot()
-        if s.view is not None:
-            yield from _devices(s.view)
-        yield from _checkpoint(s, self._clock())
-        yield from _health(s)
+        # The registry formats each family as it is yielded: holding the lock until the last one covers
+        # the scrape's whole build-up of samples and text.
+        with self._lock:
+            s = self._snapshot()
+            if s.view is not None:
+                yield from _devices(s.view)
+            yield from _checkpoint(s, self._clock())
+            yield from _health(s)
 
 
 def _devices(view: PodResourcesView) -> Iterator[Metric]:

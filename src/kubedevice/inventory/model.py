@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kubedevice.api.podresources.v1 import api_pb2 as pr
 
@@ -43,8 +43,6 @@ class PodResourcesView:
     held: tuple[HeldDevice, ...]
     #: GetAllocatableResources: the healthy devices of every resource (the kubelet lists no others).
     allocatable: DeviceTopology
-    #: namespace/name of every pod List reported, with devices or not.
-    pods: tuple[tuple[str, str], ...] = field(default=())
 
     def held_ids(self) -> dict[str, set[str]]:
         """resource -> the device IDs some container holds."""
@@ -69,16 +67,23 @@ def _frozen(topology: dict[str, dict[str, set[int]]]) -> DeviceTopology:
 def held_devices(pod_resources: Iterable[pr.PodResources]) -> tuple[HeldDevice, ...]:
     """One HeldDevice per device of every container, in the order List gave them."""
     out: list[HeldDevice] = []
+    # Namespaces, container and resource names repeat across 10,000 containers: one string each, not
+    # one per container (protobuf hands out a new str on every read).
+    names: dict[str, str] = {}
+    numa: dict[tuple[int, ...], tuple[int, ...]] = {}
     for p in pod_resources:
+        namespace = names.setdefault(p.namespace, p.namespace)
         for c in p.containers:
             if not c.devices:
                 continue
+            container = names.setdefault(c.name, c.name)
             topology: dict[str, dict[str, set[int]]] = {}
             for d in c.devices:
                 _merge(topology, d)
             for resource, ids in _frozen(topology).items():
+                resource = names.setdefault(resource, resource)
                 out.extend(
-                    HeldDevice(p.namespace, p.name, c.name, resource, device, nodes)
+                    HeldDevice(namespace, p.name, container, resource, device, numa.setdefault(nodes, nodes))
                     for device, nodes in ids.items()
                 )
     return tuple(out)
@@ -97,5 +102,4 @@ def view_of(
     return PodResourcesView(
         held=held_devices(listed.pod_resources),
         allocatable=allocatable_devices(allocatable.devices),
-        pods=tuple((p.namespace, p.name) for p in listed.pod_resources),
     )
