@@ -10,10 +10,11 @@ import json
 import os
 import pty
 import select
+import signal
 import subprocess
 import termios
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -97,7 +98,18 @@ def _read_until(fd: int, marker: bytes, what: str) -> bytes:
     return seen
 
 
-def test_live_view_quits_on_q_and_restores_the_terminal(node: NodeProcesses) -> None:
+def _press_q(proc: subprocess.Popen[bytes], master: int) -> None:
+    os.write(master, b"q")  # cbreak mode: the key arrives without Enter
+
+
+def _ctrl_c(proc: subprocess.Popen[bytes], master: int) -> None:
+    proc.send_signal(signal.SIGINT)  # what Ctrl-C sends; the pty here is not top's controlling terminal
+
+
+@pytest.mark.parametrize("quit_by", [_press_q, _ctrl_c], ids=["q", "ctrl-c"])
+def test_live_view_quits_and_restores_the_terminal(
+    node: NodeProcesses, quit_by: Callable[[subprocess.Popen[bytes], int], None]
+) -> None:
     master, slave = pty.openpty()
     before = termios.tcgetattr(slave)
     proc = subprocess.Popen(
@@ -109,9 +121,8 @@ def test_live_view_quits_on_q_and_restores_the_terminal(node: NodeProcesses) -> 
     )
     try:
         _read_until(master, b"q or Ctrl-C quits", "the first live frame")
-        # cbreak mode: a key arrives without Enter.
         wait_for(lambda: not termios.tcgetattr(slave)[3] & termios.ICANON, "top to switch off line mode")
-        os.write(master, b"q")
+        quit_by(proc, master)
         assert proc.wait(timeout=DEADLINE_S) == 0
         assert termios.tcgetattr(slave) == before
     finally:

@@ -245,6 +245,7 @@ async def test_checkpoint_entries_age_and_stale_allocations(bench: Bench) -> Non
     assert age is not None and age > 0
     # The trainer holds gpu-0 in PodResources, so its init container's entry is not stale; uid-gone is.
     assert bench.value("kubedevice_checkpoint_stale_devices", resource=GPU) == 2
+    assert bench.value("kubedevice_checkpoint_stale_devices", resource="example.com/nic") == 0
     stale = {
         (labels["pod_uid"], labels["device"])
         for labels, _ in bench.samples()["kubedevice_checkpoint_stale_device_info"]

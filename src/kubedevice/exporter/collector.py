@@ -156,6 +156,9 @@ def _checkpoint(s: Snapshot, now: float) -> Iterator[Metric]:
         labels=["resource"],
     )
     per_resource = Counter(a.resource for a in s.stale)
+    if s.view is not None:  # a 0 for every known resource: `== 0` and `> 0` both have a series to match
+        for resource in set(s.view.allocatable) | set(s.view.held_ids()):
+            per_resource.setdefault(resource, 0)
     for resource in sorted(per_resource):
         stale_entries.add_metric([resource], per_resource[resource])
     yield stale_entries
