@@ -378,6 +378,8 @@ async def test_checkpoint_write_failure_fails_admission(root: Path) -> None:
         async with serving(plugin):
             await registered(m, plugin)
             blocker = m.plugin_dir / "kubelet_internal_checkpoint"
+            # The write the plugin's first snapshot asked for runs in the background: let it land first.
+            await eventually(blocker.exists, what="the checkpoint written after registration")
             blocker.unlink()
             blocker.mkdir()
             (blocker / "keep").write_text("x")
