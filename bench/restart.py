@@ -23,8 +23,8 @@ from bench.daemon_admission import Processes
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.api.podresources.v1 import api_pb2 as pr
 from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
+from kubedevice.checkpoint import CheckpointData, CheckpointStore, PodDevicesEntry
 from kubedevice.manager import DeviceManager
-from kubedevice.manager.checkpoint import CheckpointData, CheckpointStore, PodDevicesEntry
 
 NAME = "restart"
 KUBELET = {1_000: "0.065 s", 10_000: "2.12 s"}

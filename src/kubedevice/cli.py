@@ -18,7 +18,7 @@ from kubedevice import __version__
 
 #: command name -> the module that adds it, by a `register(app)` function or, failing that, as its `app`.
 SUBCOMMANDS: dict[str, str] = {
-    "checkpoint": "kubedevice.checkpoint_cli",
+    "checkpoint": "kubedevice.checkpoint.cli",
     "conformance": "kubedevice.conformance.command",
     "demo": "kubedevice.node.cli",
     "exporter": "kubedevice.exporter.cli",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
-from kubedevice.manager.checkpoint import CheckpointData, CheckpointStore, PodDevicesEntry
+from kubedevice.checkpoint import CheckpointData, CheckpointStore, PodDevicesEntry
 
 KUBEDEVICE = str(Path(sys.executable).parent / "kubedevice")
 

@@ -19,11 +19,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from kubedevice.api.podresources.v1 import api_pb2 as pr
 from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
+from kubedevice.checkpoint import CheckpointData, PodDevicesEntry, encode
 from kubedevice.exporter.checkpoint_probe import CheckpointProbe
 from kubedevice.exporter.collector import SnapshotCollector
 from kubedevice.exporter.refresh import Refresher
 from kubedevice.inventory import PodResourcesReader
-from kubedevice.manager.checkpoint import CheckpointData, PodDevicesEntry, encode
 from kubedevice.node.podresources import RATE_LIMIT_MESSAGE
 from tests.prometheus_text import Samples, held_devices, parse_samples, sample_value
 from tests.waiting import short_tempdir

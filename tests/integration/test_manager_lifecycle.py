@@ -9,8 +9,8 @@ import pytest
 
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.api.pluginregistration.v1 import api_pb2 as reg
+from kubedevice.checkpoint import CheckpointData, PodDevicesEntry, encode
 from kubedevice.manager import AdmissionError, Container, DeviceManager, Pod
-from kubedevice.manager.checkpoint import CheckpointData, PodDevicesEntry, encode
 from tests.integration.fakeplugin import (
     FakePlugin,
     device,

@@ -15,7 +15,7 @@ import pytest
 from bench import admission, exporter, listwatch
 from bench.common import RESOURCE, Figures, Target, device_id, list_and_watch_bytes, short_tempdir
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
-from kubedevice.manager.checkpoint import CheckpointStore
+from kubedevice.checkpoint import CheckpointStore
 
 REPO = Path(__file__).resolve().parents[2]
 

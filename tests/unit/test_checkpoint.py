@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kubedevice.manager.checkpoint import (
+from kubedevice.checkpoint import (
     CheckpointData,
     CheckpointError,
     CheckpointFormatError,

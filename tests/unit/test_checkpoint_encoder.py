@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubedevice.api.constants import CHECKPOINT_NAME
-from kubedevice.manager import checkpoint_encoder
-from kubedevice.manager.checkpoint import CheckpointData, CheckpointStore, PodDevicesEntry, decode, encode
-from kubedevice.manager.checkpoint_encoder import CheckpointEncoder
+from kubedevice.checkpoint import CheckpointData, CheckpointStore, PodDevicesEntry, decode, encode
+from kubedevice.checkpoint import encoder as checkpoint_encoder
+from kubedevice.checkpoint.encoder import CheckpointEncoder
 
 # Lone surrogates, quotes, HTML characters and non-ASCII all take special paths in the codec.
 TEXT = st.text(

@@ -7,7 +7,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubedevice.manager.checkpoint import (
+from kubedevice.checkpoint import (
     CheckpointData,
     CheckpointError,
     CorruptCheckpointError,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kubedevice.api.constants import CHECKPOINT_NAME
-from kubedevice.manager.checkpoint import (
+from kubedevice.checkpoint import (
     WRITE_STAGES,
     CheckpointData,
     CheckpointError,
@@ -134,7 +134,7 @@ _CRASHER = textwrap.dedent(
     """
     import os, sys
     from pathlib import Path
-    from kubedevice.manager.checkpoint import CheckpointData, CheckpointStore, PodDevicesEntry
+    from kubedevice.checkpoint import CheckpointData, CheckpointStore, PodDevicesEntry
 
     def crash(stage: str) -> None:
         if stage == sys.argv[2]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubedevice.manager.allocator import FreeDevices, Picker
+from kubedevice.manager.free_devices import FreeDevices, Picker
 
 IDS = st.sampled_from([f"dev-{i:02d}" for i in range(12)])
 OPS = st.lists(

@@ -7,8 +7,8 @@ import logging
 import pytest
 
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
+from kubedevice.checkpoint import PodDevicesEntry
 from kubedevice.manager import DeviceInfo, MountInfo
-from kubedevice.manager.checkpoint import PodDevicesEntry
 from kubedevice.manager.devices import ResourceDevices
 from kubedevice.manager.pod_devices import PodDevices
 from kubedevice.manager.run_options import merge_run_options

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
-from kubedevice.manager.checkpoint import PodDevicesEntry
+from kubedevice.checkpoint import PodDevicesEntry
 from kubedevice.manager.pod_devices import PodDevices
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubedevice.manager.checkpoint import (
+from kubedevice.checkpoint import (
     CheckpointError,
     CheckpointFormatError,
     CheckpointNotFoundError,

@@ -3,6 +3,7 @@
 Public API: :class:`DeviceManager` and the plain data it takes and returns.
 """
 
+from kubedevice.manager.allocator import ActivePods, AffinityProvider
 from kubedevice.manager.errors import (
     AdmissionError,
     DeviceManagerError,
@@ -10,7 +11,7 @@ from kubedevice.manager.errors import (
     RegistrationError,
     RunOptionsError,
 )
-from kubedevice.manager.manager import ActivePods, AffinityProvider, DeviceManager
+from kubedevice.manager.manager import DeviceManager
 from kubedevice.manager.registration import is_extended_resource_name
 from kubedevice.manager.types import (
     Change,

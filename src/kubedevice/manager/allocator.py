@@ -1,98 +1,355 @@
-"""Choosing devices: reuse first, then the topology-aligned ones, the plugin's preference and the rest.
+"""Allocation: which devices a container gets, and recording them (the kubelet's Allocate path).
 
-Pure functions and one small picker; the manager feeds them its state and does the plugin calls
-(SPEC §5.3, §5.4, §5.5).
+`Allocator.allocate` is the kubelet's `Allocate` / `allocateContainerResources`: per device-plugin resource of
+the container, `devicesToAllocate` (reuse, health checks, `filterByAffinity`, the plugin's preferred
+allocation and a re-check of the candidates after that call), the plugin's Allocate, then the pod devices
+and a checkpoint write. `update_allocated_devices` is the kubelet's garbage collection of gone pods.
+Devices picked for an allocation are reserved at once and re-checked after every await, so concurrent
+admissions never hand out a device twice and a hung plugin delays only the requests that wait on it.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Iterable, Mapping, Sequence
-from itertools import combinations
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
+from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
+from kubedevice.checkpoint.writer import CheckpointWriteError, CheckpointWriter
 from kubedevice.manager.devices import NO_TOPOLOGY, ResourceDevices
-from kubedevice.manager.types import TopologyHint
+from kubedevice.manager.errors import AdmissionError, PluginCallError
+from kubedevice.manager.free_devices import FreeDevices, Picker
+from kubedevice.manager.metrics import ManagerMetrics
+from kubedevice.manager.pod_devices import DevicesPerNuma
+from kubedevice.manager.state import ManagerState
+from kubedevice.manager.types import Change, Container, Pod
+
+log = logging.getLogger(__name__)
+
+#: (pod UID, container name) -> NUMA affinity chosen by a topology manager; None = no preference.
+AffinityProvider = Callable[[str, str], frozenset[int] | None]
+#: UIDs of the pods that are active now (the kubelet's activePods()).
+ActivePods = Callable[[], Iterable[str]]
 
 
-class FreeDevices(set[str]):
-    """A resource's free devices that can also name its smallest ID without walking all of them.
-
-    Picking one device is the usual admission; `min()` over 10^4 free IDs for each made admission
-    O(devices). A heap built on first use answers it instead; removals are lazy (an ID no longer in
-    the set is popped when it reaches the top), so `discard` and `difference_update` stay plain set
-    calls. Additions must go through `give_back`. Set operators return plain sets.
-    """
-
-    __slots__ = ("_heap",)
-
-    def __init__(self, ids: Iterable[str] = ()) -> None:
-        super().__init__(ids)
-        self._heap: list[str] | None = None
-
-    def smallest(self, count: int) -> list[str]:
-        """The `count` smallest IDs, smallest first (fewer if the set has fewer)."""
-        if count != 1:
-            return heapq.nsmallest(count, self)
-        heap = self._heap
-        if heap is None:
-            heap = self._heap = list(self)
-            heapq.heapify(heap)
-        while heap and heap[0] not in self:
-            heapq.heappop(heap)
-        return heap[:1]
-
-    def give_back(self, ids: Iterable[str]) -> None:
-        for d in ids:
-            if d not in self:
-                self.add(d)
-                if self._heap is not None:
-                    heapq.heappush(self._heap, d)
+@dataclass(frozen=True, slots=True)
+class CallTimeouts:
+    allocate: float
+    preferred_allocation: float
 
 
-class Picker:
-    """Collects `needed` devices for one container from successive candidate sets.
+@dataclass(slots=True)
+class _Admission:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
 
-    Every pick also goes into `reserved` (the resource's in-flight set) at once, so a concurrent
-    allocation that runs while this one awaits a plugin cannot hand out the same device, and leaves the
-    resource's free set in `free_sets` (looked up at each pick: the owner may rebuild it meanwhile).
-    """
+
+class Allocator:
+    """Chooses, reserves and records the devices of each container admitted."""
 
     def __init__(
         self,
-        needed: int,
-        reserved: set[str],
-        free_sets: Mapping[str, set[str]] | None = None,
-        resource: str = "",
+        state: ManagerState,
+        writer: CheckpointWriter,
+        metrics: ManagerMetrics,
+        timeouts: CallTimeouts,
+        *,
+        active_pods: ActivePods | None,
+        affinity: AffinityProvider | None,
     ) -> None:
-        self.needed = needed
-        self.picked: set[str] = set()
-        self._reserved = reserved
-        self._free_sets = free_sets if free_sets is not None else {}
-        self._resource = resource
+        self._state = state
+        self._writer = writer
+        self._metrics = metrics
+        self._timeouts = timeouts
+        self.active_pods = active_pods
+        self._affinity = affinity
+        #: While False: no garbage collection, and the startup running containers take the fast path.
+        self.sources_ready = True
+        self.startup_running: frozenset[tuple[str, str]] = frozenset()
+        #: pod UID -> resource -> devices later containers of the pod may reuse (SPEC §5.1).
+        self.reuse: dict[str, dict[str, set[str]]] = {}
+        #: pod UID -> its admission in progress (serialises the pod's containers).
+        self._admitting: dict[str, _Admission] = {}
 
-    def take(self, candidates: Iterable[str] | None) -> bool:
-        """Take from `candidates` (smallest IDs first, for determinism); True once enough were taken."""
-        if candidates is None or self.needed <= 0:
-            return self.needed <= 0
-        if self.picked:
-            chosen = heapq.nsmallest(self.needed, [d for d in candidates if d not in self.picked])
-        elif isinstance(candidates, FreeDevices):
-            chosen = candidates.smallest(self.needed)
+    def update_allocated_devices(self, active_pod_uids: Iterable[str] | None = None) -> list[str]:
+        """Drop the allocations of pods that are not active (SPEC §4.4); returns the UIDs dropped.
+
+        Without `active_pod_uids` the `active_pods` callback is asked; with neither nothing happens.
+        Nothing happens either while `sources_ready` is False.
+        """
+        if active_pod_uids is None:
+            if self.active_pods is None:
+                return []
+            active_pod_uids = self.active_pods()
+        active = set(active_pod_uids)
+        if not self.sources_ready:
+            return []
+        # A pod whose admission is under way is active whatever the caller's list says.
+        active.update(self._admitting)
+        to_remove = self._state.pod_devices.pod_uids() - active
+        if not to_remove:
+            return []
+        self._state.pod_devices.delete(to_remove)
+        self._state.allocations_changed()
+        for uid in to_remove:
+            self.reuse.pop(uid, None)
+        removed = sorted(to_remove)
+        self._state.changes.publish(Change("released", None, tuple(removed)))
+        return removed
+
+    async def allocate(self, pod: Pod, container: Container, *, already_running: bool = False) -> None:
+        """Give `container` its devices (SPEC §5.1). Call for init containers first, in order.
+
+        `already_running` says the container survived a restart of this manager and keeps its
+        checkpointed devices without any check (SPEC §8.1 step 5). Raises AdmissionError.
+        """
+        for resource, quantity in container.limits.items():
+            if quantity < 0:
+                raise AdmissionError(
+                    f'container "{container.name}" of pod "{pod.uid}" requests a negative quantity '
+                    f"{quantity} of {resource}"
+                )
+        # Containers of one pod are admitted one at a time, in the caller's order, as the kubelet does;
+        # different pods proceed concurrently.
+        admission = self._admitting.setdefault(pod.uid, _Admission())
+        admission.users += 1
+        try:
+            async with admission.lock:
+                await self._admit_container(pod, container, already_running)
+        finally:
+            admission.users -= 1
+            if not admission.users:
+                del self._admitting[pod.uid]
+
+    async def _admit_container(self, pod: Pod, container: Container, already_running: bool) -> None:
+        # Keep only the pods being admitted in the reuse pool, as the kubelet keeps only the current one.
+        for uid in list(self.reuse):
+            if uid != pod.uid and uid not in self._admitting:
+                del self.reuse[uid]
+        reuse = self.reuse.setdefault(pod.uid, {})
+        await self._allocate_container_resources(pod, container, reuse, already_running)
+        held = self._state.pod_devices.container_resources(pod.uid, container.name) or {}
+        if pod.is_init_container(container.name) and not pod.is_restartable_init_container(container.name):
+            for resource, entry in held.items():
+                reuse.setdefault(resource, set()).update(entry.device_ids())
         else:
-            # Every candidate is fresh: let nsmallest (min() for one device) walk the set in C instead
-            # of filtering 10^5 IDs in Python first.
-            chosen = heapq.nsmallest(self.needed, candidates)
-        self.picked.update(chosen)
-        self._reserved.update(chosen)
-        self.needed -= len(chosen)
-        free = self._free_sets.get(self._resource)
-        if free is not None:
-            free.difference_update(chosen)
-        return self.needed == 0
+            for resource, entry in held.items():
+                if resource in reuse:
+                    reuse[resource] -= entry.device_ids()
 
-    def release(self) -> None:
-        """Give the picks back (the allocation failed or they were recorded elsewhere)."""
-        self._reserved.difference_update(self.picked)
+    async def _allocate_container_resources(
+        self, pod: Pod, container: Container, reuse: dict[str, set[str]], already_running: bool
+    ) -> None:
+        needs_checkpoint = False
+        gc_done = False
+        for resource in sorted(container.limits):
+            required = container.limits[resource]
+            if not self._state.is_device_plugin_resource(resource):
+                continue
+            if not gc_done:
+                self.update_allocated_devices()
+                gc_done = True
+            picker = await self._devices_to_allocate(
+                pod, container, resource, required, reuse.get(resource, set()), already_running
+            )
+            if picker is None:
+                continue
+            try:
+                resp = await self._call_allocate(resource, picker.picked)
+                devices = self._state.devices.get(resource) or ResourceDevices()
+                per_numa: DevicesPerNuma = {}
+                for d in sorted(picker.picked):
+                    for n in devices.numa_nodes_of(d) or (NO_TOPOLOGY,):
+                        per_numa.setdefault(n, []).append(d)
+                self._state.pod_devices.insert(pod.uid, container.name, resource, per_numa, resp)
+                self._state.allocated.setdefault(resource, set()).update(picker.picked)
+            finally:
+                self._release(resource, picker)
+            needs_checkpoint = True
+            self._state.changes.publish(Change("allocated", resource, (pod.uid,)))
+        if needs_checkpoint:
+            try:
+                await self._writer.write()
+            except CheckpointWriteError as err:
+                raise AdmissionError(str(err)) from None
+
+    async def _call_allocate(self, resource: str, picked: set[str]) -> dp.ContainerAllocateResponse:
+        endpoint = self._state.endpoints.get(resource)
+        if endpoint is None:
+            raise AdmissionError(f"unknown Device Plugin {resource}")
+        started = time.perf_counter()
+        try:
+            resp = await endpoint.allocate(sorted(picked), self._timeouts.allocate)
+        except PluginCallError as err:
+            raise AdmissionError(
+                f"device plugin Allocate rpc for {resource} failed with err: {err}"
+            ) from None
+        finally:
+            self._metrics.alloc_duration_seconds.labels(resource_name=resource).observe(
+                time.perf_counter() - started
+            )
+        if not resp.container_responses:
+            raise AdmissionError(f"no containers return in allocation response {_proto_text(resp)}")
+        if len(resp.container_responses) > 1:
+            log.warning(
+                "device plugin for %s returned %d container responses to one request; using the first",
+                resource,
+                len(resp.container_responses),
+            )
+        return resp.container_responses[0]
+
+    async def _devices_to_allocate(
+        self,
+        pod: Pod,
+        container: Container,
+        resource: str,
+        required: int,
+        reusable: set[str],
+        already_running: bool,
+    ) -> Picker | None:
+        """The kubelet's devicesToAllocate (SPEC §5.3); the returned picker's devices are reserved."""
+        needed = required
+        pre = self._state.pod_devices.container_devices(pod.uid, container.name, resource)
+        if pre is not None:
+            needed -= len(pre)
+            if needed != 0:
+                raise AdmissionError(
+                    f'pod "{pod.uid}" container "{container.name}" changed request for resource "{resource}" '
+                    f"from {len(pre)} to {required}"
+                )
+        if already_running or (not self.sources_ready and (pod.uid, container.name) in self.startup_running):
+            return None
+        self._check_healthy(resource, pre)
+        if needed == 0:
+            return None
+        picker = Picker(needed, self._state.in_flight.setdefault(resource, set()), self._state.free, resource)
+        try:
+            if picker.take(reusable):
+                return picker
+            available = self.available(resource)
+            if len(available) < picker.needed:
+                raise AdmissionError(
+                    f"requested number of devices unavailable for {resource}. Requested: {picker.needed}, "
+                    f"Available: {len(available)}"
+                )
+            affinity = self._affinity_of(pod, container)
+            aligned, unaligned, no_affinity = filter_by_affinity(
+                available, self._state.devices[resource], affinity
+            )
+            if picker.needed < len(aligned):
+                preferred = await self._preferred_allocation(
+                    resource, aligned | picker.picked, picker.picked, required
+                )
+                aligned, _, _ = self._revalidate(resource, pod, container, affinity)
+                if picker.take(preferred & aligned if preferred else None) or picker.take(aligned):
+                    return picker
+            else:
+                if picker.take(aligned):
+                    return picker
+                preferred = None
+                if self._asks_preferred(resource):
+                    preferred = await self._preferred_allocation(
+                        resource, available | picker.picked, picker.picked, required
+                    )
+                    aligned, unaligned, no_affinity = self._revalidate(resource, pod, container, affinity)
+                # Without a plugin call nothing was awaited, so the candidates are still current.
+                if (
+                    picker.take(preferred & (aligned | unaligned | no_affinity) if preferred else None)
+                    or picker.take(aligned)
+                    or picker.take(unaligned)
+                    or picker.take(no_affinity)
+                ):
+                    return picker
+            raise AdmissionError(
+                f"unexpectedly allocated less resources than required. Requested: {required}, "
+                f"Got: {required - picker.needed}"
+            )
+        except BaseException:
+            self._release(resource, picker)
+            raise
+
+    def _check_healthy(self, resource: str, pre: set[str] | None) -> None:
+        devices = self._state.devices.get(resource)
+        if devices is None:
+            raise AdmissionError(f"cannot allocate unregistered device {resource}")
+        if not devices.healthy:
+            raise AdmissionError(f"no healthy devices present; cannot allocate unhealthy devices {resource}")
+        if pre and not pre <= devices.healthy:
+            raise AdmissionError(
+                "previously allocated devices are no longer healthy; "
+                f"cannot allocate unhealthy devices {resource}"
+            )
+
+    def available(self, resource: str) -> set[str]:
+        """The free devices of `resource`: the manager's own set, which callers must only read."""
+        free = self._state.free.get(resource)
+        if free is None:
+            devices = self._state.devices[resource]
+            free = self._state.free[resource] = FreeDevices(
+                devices.healthy
+                - self._state.allocated.get(resource, set())
+                - self._state.in_flight.get(resource, set())
+            )
+        return free
+
+    def _release(self, resource: str, picker: Picker) -> None:
+        """End a pick: its devices leave the in-flight set; those not allocated are free again."""
+        picker.release()
+        free = self._state.free.get(resource)
+        devices = self._state.devices.get(resource)
+        if free is None or devices is None:
+            self._state.free.pop(resource, None)
+            return
+        allocated = self._state.allocated.get(resource, set())
+        free.give_back([d for d in picker.picked if d in devices.healthy and d not in allocated])
+
+    def _revalidate(
+        self, resource: str, pod: Pod, container: Container, affinity: frozenset[int] | None
+    ) -> tuple[set[str], set[str], set[str]]:
+        """After awaiting a plugin: the candidates as they are now (others may have allocated meanwhile)."""
+        if resource not in self._state.devices:
+            raise AdmissionError(f"cannot allocate unregistered device {resource}")
+        return filter_by_affinity(self.available(resource), self._state.devices[resource], affinity)
+
+    def _affinity_of(self, pod: Pod, container: Container) -> frozenset[int] | None:
+        if container.numa_affinity is not None:
+            return container.numa_affinity
+        if self._affinity is not None:
+            return self._affinity(pod.uid, container.name)
+        return None
+
+    def _asks_preferred(self, resource: str) -> bool:
+        """Whether allocation must go through `_preferred_allocation` (which also reports a lost endpoint)."""
+        endpoint = self._state.endpoints.get(resource)
+        return endpoint is None or (
+            endpoint.options is not None and endpoint.options.get_preferred_allocation_available
+        )
+
+    async def _preferred_allocation(
+        self, resource: str, available: set[str], must_include: set[str], size: int
+    ) -> set[str] | None:
+        endpoint = self._state.endpoints.get(resource)
+        if endpoint is None:
+            raise AdmissionError(f"endpoint not found in cache for a registered resource: {resource}")
+        if endpoint.options is None or not endpoint.options.get_preferred_allocation_available:
+            return None
+        try:
+            resp = await endpoint.get_preferred_allocation(
+                sorted(available), sorted(must_include), size, self._timeouts.preferred_allocation
+            )
+        except PluginCallError as err:
+            raise AdmissionError(
+                f"device plugin GetPreferredAllocation rpc for {resource} failed with err: {err}"
+            ) from None
+        if not resp.container_responses:
+            return set()
+        return set(resp.container_responses[0].deviceIDs)
+
+
+def _proto_text(msg: dp.AllocateResponse) -> str:
+    return "{" + str(msg).replace("\n", " ").strip() + "}"
 
 
 def filter_by_affinity(
@@ -124,44 +381,3 @@ def filter_by_affinity(
         first = min(nodes, key=rank.__getitem__)
         (aligned if first in affinity else unaligned).add(d)
     return aligned, unaligned, without
-
-
-def generate_topology_hints(
-    numa_nodes: Sequence[int],
-    devices: ResourceDevices,
-    available: set[str],
-    reusable: set[str],
-    request: int,
-) -> list[TopologyHint]:
-    """Every NUMA node set holding `request` devices; the narrowest ones are preferred (SPEC §5.5).
-
-    Devices are grouped by their node set first, so the work per mask is the number of distinct node
-    sets, not the number of devices.
-    """
-    nodes = sorted(set(numa_nodes))
-
-    def groups(ids: Iterable[str]) -> dict[frozenset[int], int]:
-        out: dict[frozenset[int], int] = {}
-        for d in ids:
-            key = frozenset(devices.topology.get(d, ()))
-            out[key] = out.get(key, 0) + 1
-        return out
-
-    all_groups = groups(devices.topology)
-    available_groups = groups(available)
-    reusable_groups = {k: v for k, v in groups(reusable).items() if k}
-
-    min_affinity_size = len(nodes)
-    hints: list[TopologyHint] = []
-    for size in range(1, len(nodes) + 1):
-        for combo in combinations(nodes, size):
-            mask = frozenset(combo)
-            in_mask = sum(c for k, c in all_groups.items() if k & mask)
-            if in_mask >= request and size < min_affinity_size:
-                min_affinity_size = size
-            if any(not (k & mask) for k in reusable_groups):
-                continue
-            count = sum(reusable_groups.values()) + sum(c for k, c in available_groups.items() if k & mask)
-            if count >= request:
-                hints.append(TopologyHint(mask, preferred=False))
-    return [TopologyHint(h.numa_affinity, len(h.numa_affinity) == min_affinity_size) for h in hints]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from google.protobuf.message import DecodeError
 
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
-from kubedevice.manager.checkpoint import PodDevicesEntry
+from kubedevice.checkpoint import PodDevicesEntry
 from kubedevice.manager.devices import NO_TOPOLOGY
 
 log = logging.getLogger(__name__)

@@ -30,8 +30,8 @@ from kubedevice.api.constants import (
     PRE_START_CONTAINER_TIMEOUT_S,
 )
 from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
+from kubedevice.checkpoint import WRITE_STAGES
 from kubedevice.manager import DeviceManager, DeviceManagerError, Pod
-from kubedevice.manager.checkpoint import WRITE_STAGES
 from kubedevice.node import views
 from kubedevice.node.admission import admit, device_needs, wait_for_devices
 from kubedevice.node.boot import current_boot_id

@@ -1,7 +1,7 @@
 """Encoding successive checkpoints without redoing the entries that did not change.
 
 The manager rewrites the whole checkpoint after every admission, as the kubelet does, and the file must
-stay byte for byte what :func:`kubedevice.manager.checkpoint.encode` gives. Re-encoding every entry each
+stay byte for byte what :func:`kubedevice.checkpoint.encode` gives. Re-encoding every entry each
 time makes admission cost grow with the number of pods (the kubelet's own 10,000-pod run slows from 124
 to 16 pods/s for that reason). Between two writes the entries usually differ only at the end (a new pod
 is appended), so this encoder keeps, for the entries of the previous write, their JSON fragments and the
@@ -21,21 +21,9 @@ from typing import Final
 import fnv_c
 import fnv_c.ext
 
-from kubedevice.manager.checkpoint import (
-    _NEEDS_ESCAPE,
-    _SPEW_HEAD,
-    _SPEW_REG,
-    CheckpointData,
-    PodDevicesEntry,
-    _json_entry,
-    _json_str,
-    _json_strlist,
-    _spew_bytes,
-    _spew_device_ids,
-    _spew_strlist,
-    _utf8,
-    encode,
-)
+from kubedevice.checkpoint.json_writer import NEEDS_ESCAPE, encode, json_entry, json_str, json_strlist
+from kubedevice.checkpoint.model import CheckpointData, PodDevicesEntry
+from kubedevice.checkpoint.spew import SPEW_HEAD, SPEW_REG, spew_bytes, spew_device_ids, spew_strlist, utf8
 
 _FNV1A_32_INIT: Final = 0x811C9DC5
 _FNV_32_PRIME: Final = 0x01000193
@@ -68,10 +56,10 @@ _CONTINUED_FNV1A: Final = _load_continued_fnv1a()
 
 
 def _spew_entry(e: PodDevicesEntry) -> bytes:
-    return _utf8(
+    return utf8(
         f"{{PodUID:(string){e.pod_uid} ContainerName:(string){e.container_name}"
-        f" ResourceName:(string){e.resource_name} DeviceIDs:{_spew_device_ids(e.device_ids, False)}"
-        f" AllocResp:([]uint8){_spew_bytes(e.alloc_resp)}}}"
+        f" ResourceName:(string){e.resource_name} DeviceIDs:{spew_device_ids(e.device_ids, False)}"
+        f" AllocResp:([]uint8){spew_bytes(e.alloc_resp)}}}"
     )
 
 
@@ -95,10 +83,10 @@ class _Encoded:
 
 
 _JSON_HEAD: Final = b'{"Data":{"PodDeviceEntries":'
-_SPEW_HEAD_OPEN: Final = (_SPEW_HEAD + "[").encode()
-_SPEW_TAIL_REG: Final = ("]" + _SPEW_REG).encode()
-_SPEW_HEAD_NIL: Final = (_SPEW_HEAD + "<nil>").encode()
-_SPEW_REG_BYTES: Final = _SPEW_REG.encode()
+_SPEW_HEAD_OPEN: Final = (SPEW_HEAD + "[").encode()
+_SPEW_TAIL_REG: Final = ("]" + SPEW_REG).encode()
+_SPEW_HEAD_NIL: Final = (SPEW_HEAD + "<nil>").encode()
+_SPEW_REG_BYTES: Final = SPEW_REG.encode()
 
 #: Entries per joined chunk: 10,000 pods make ~40 pieces, each joined once.
 CHUNK_ENTRIES: Final = 256
@@ -154,7 +142,7 @@ class CheckpointEncoder:
             state = states[-1] if states else fnv(_FNV1A_32_INIT, _SPEW_HEAD_OPEN)
             for i in range(keep, len(entries)):
                 e = entries[i]
-                json_parts.append((b"," if i else b"[") + _utf8(_json_entry(e)))
+                json_parts.append((b"," if i else b"[") + utf8(json_entry(e)))
                 spew = _spew_entry(e)
                 state = fnv(state, b" " + spew if i else spew)
                 states.append(state)
@@ -169,13 +157,13 @@ class CheckpointEncoder:
             reg_json, reg_spew = last.registered_json, last.registered_spew
         else:
             remembered = {r: None if ids is None else list(ids) for r, ids in registered.items()}
-            reg_json = _utf8(
+            reg_json = utf8(
                 "{"
-                + ",".join([f"{_json_str(r)}:{_ids_json(registered[r])}" for r in sorted(registered)])
+                + ",".join([f"{json_str(r)}:{_ids_json(registered[r])}" for r in sorted(registered)])
                 + "}"
             )
-            reg_spew = _utf8(
-                "map[" + " ".join([f"{r}:{_spew_strlist(registered[r])}" for r in sorted(registered)]) + "]"
+            reg_spew = utf8(
+                "map[" + " ".join([f"{r}:{spew_strlist(registered[r])}" for r in sorted(registered)]) + "]"
             )
         checksum = fnv(fnv(fnv(state, spew_close), reg_spew), b"}")
         self._last = _Encoded(
@@ -198,9 +186,9 @@ class CheckpointEncoder:
 
 
 def _ids_json(ids: Sequence[str] | None) -> str:
-    """`_json_strlist`, with one escape check over all IDs: 10^5 plain IDs are one C-level join."""
-    if ids is None or _NEEDS_ESCAPE.search("".join(ids)) is not None:
-        return _json_strlist(ids)
+    """`json_strlist`, with one escape check over all IDs: 10^5 plain IDs are one C-level join."""
+    if ids is None or NEEDS_ESCAPE.search("".join(ids)) is not None:
+        return json_strlist(ids)
     return '["' + '","'.join(ids) + '"]' if ids else "[]"
 
 

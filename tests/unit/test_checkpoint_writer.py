@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kubedevice.manager.checkpoint import CheckpointData, CheckpointStore
-from kubedevice.manager.checkpoint_writer import CheckpointWriteError, CheckpointWriter
+from kubedevice.checkpoint import CheckpointData, CheckpointStore
+from kubedevice.checkpoint.writer import CheckpointWriteError, CheckpointWriter
 
 
 def data(n: int) -> CheckpointData:

@@ -19,8 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
-from kubedevice.console import make_console
-from kubedevice.manager.checkpoint import (
+from kubedevice.checkpoint import (
     CheckpointError,
     CheckpointNotFoundError,
     CheckpointUnreadableError,
@@ -30,6 +29,7 @@ from kubedevice.manager.checkpoint import (
     decode_unverified,
     read_file,
 )
+from kubedevice.console import make_console
 
 app = typer.Typer(
     name="checkpoint",

@@ -11,8 +11,10 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from kubedevice.manager.checkpoint import CheckpointData, CheckpointError, CheckpointStore
-from kubedevice.manager.checkpoint_encoder import CheckpointEncoder
+from kubedevice.checkpoint.encoder import CheckpointEncoder
+from kubedevice.checkpoint.errors import CheckpointError
+from kubedevice.checkpoint.model import CheckpointData
+from kubedevice.checkpoint.store import CheckpointStore
 
 log = logging.getLogger(__name__)
 
