@@ -27,7 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench.common import CLI, Figures, Target, short_tempdir, wait_until
 from kubedevice.api.podresources.v1 import api_pb2 as pr
 from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
-from kubedevice.manager.checkpoint import CheckpointData, PodDevicesEntry, encode
+from kubedevice.checkpoint import CheckpointData, PodDevicesEntry, encode
 
 NAME = "exporter"
 RESOURCE = "bench.kubedevice.io/gpu"
