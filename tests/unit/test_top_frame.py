@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from kubedevice.top.frame import render
-from kubedevice.top.model import DeviceCell, HeldBy, ResourceDevices, TopView
+from kubedevice.top.model import DeviceCell, HeldBy, ResourceDevices, TopView, from_status
 
 GPU = "example.com/gpu"
 
@@ -52,3 +52,33 @@ def test_a_node_without_resources_says_so() -> None:
     lines = _text(TopView("test node", (), (), health_known=True))
     assert "no device-plugin resources registered" in lines
     assert "node: 0 devices: 0 held, 0 free, 0 unhealthy; 0 pods" in lines
+
+
+def test_a_resource_whose_plugin_is_gone_says_so_under_its_counts() -> None:
+    node = {
+        "resources": {
+            "example.com/nic": {
+                "healthy": [],
+                "unhealthy": ["nic-0", "nic-1"],
+                "numaNodes": {},
+                "endpoint": "stopped",
+                "stoppedSeconds": 12.4,
+            }
+        }
+    }
+    pods = [
+        {
+            "namespace": "demo",
+            "name": "web",
+            "containers": [{"name": "main", "devices": {"example.com/nic": ["nic-0"]}}],
+        },
+        {"file": "bad.yaml", "error": "not a Pod"},
+    ]
+    lines = _text(from_status("test node", node, pods))
+    assert lines[2:6] == [
+        "example.com/nic  2 devices: 1 held (1 unhealthy), 0 free, 1 unhealthy",
+        "  plugin gone for 12s: its devices count as unhealthy",
+        "  no NUMA   !1   ✗",
+        "  unhealthy: nic-0, nic-1",
+    ]
+    assert "node: 2 devices: 1 held (1 unhealthy), 0 free, 1 unhealthy; 1 pod" in lines

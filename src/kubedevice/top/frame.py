@@ -88,6 +88,8 @@ def _groups(devices: Iterable[DeviceCell]) -> list[tuple[str, list[DeviceCell]]]
 def _resource(r: ResourceDevices, numbers: dict[str, int], health_known: bool) -> RenderableType:
     counts = _Counts.of(r.devices).describe(len(r.devices), health_known)
     lines = [Text.assemble((r.resource, "bold"), "  ", counts)]
+    if r.note is not None:
+        lines.append(Text(f"  {r.note}", style="bold red"))
     if not r.devices:
         lines.append(Text("  no devices reported", style="dim"))
     groups = _groups(r.devices)
@@ -100,8 +102,9 @@ def _resource(r: ResourceDevices, numbers: dict[str, int], health_known: bool) -
         if len(r.devices) > MAX_CELLS:
             line.append(_Counts.of(cells).describe(len(cells), health_known))
         else:
-            for c in cells:
-                line.append(f"{marks[c.device]:>{cell_width - 1}} ", style=_STYLES[_state(c)])
+            for i, c in enumerate(cells):
+                line.append(" " if i else "")
+                line.append(f"{marks[c.device]:>{cell_width - 1}}", style=_STYLES[_state(c)])
         lines.append(line)
     unhealthy = [d.device for d in r.devices if d.healthy is False]
     if unhealthy:
@@ -141,6 +144,10 @@ def _legend(view: TopView) -> list[Text]:
     ]
 
 
+def _pods_count(n: int) -> str:
+    return "1 pod" if n == 1 else f"{n} pods"
+
+
 def render(view: TopView) -> RenderableType:
     """The frame (without the live footer)."""
     numbers = {pod: i for i, pod in enumerate(view.pods(), start=1)}
@@ -154,7 +161,10 @@ def render(view: TopView) -> RenderableType:
     parts.extend(
         [
             Text(""),
-            Text(f"node: {totals.describe(total, view.health_known)}; {len(numbers)} pods", style="bold"),
+            Text(
+                f"node: {totals.describe(total, view.health_known)}; {_pods_count(len(numbers))}",
+                style="bold",
+            ),
         ]
     )
     if view.held:

@@ -23,6 +23,8 @@ class DeviceCell:
 class ResourceDevices:
     resource: str
     devices: tuple[DeviceCell, ...]
+    #: Said after the counts, e.g. that the resource's plugin is gone.
+    note: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +81,13 @@ def from_status(source: str, node: dict[str, Any], pods: list[dict[str, Any]]) -
             for healthy, ids in ((True, info["healthy"]), (False, info["unhealthy"]))
             for d in ids
         ]
-        resources.append(ResourceDevices(resource, _sorted_cells(cells)))
+        stopped = info.get("stoppedSeconds")
+        note = (
+            f"plugin gone for {stopped:.0f}s: its devices count as unhealthy"
+            if info.get("endpoint") == "stopped" and stopped is not None
+            else None
+        )
+        resources.append(ResourceDevices(resource, _sorted_cells(cells), note))
     return TopView(source, tuple(resources), tuple(held), health_known=True)
 
 
