@@ -137,11 +137,8 @@ class Scope:
 
     async def _admit_none(self, pod: PodLike) -> AdmitResult:
         for container in starting_order(pod):
-            for p in self.providers:
-                try:
-                    await p.allocate(pod, container)
-                except Exception as err:  # every provider failure is a rejection, as in the kubelet
-                    return result_from_error(err)
+            if (failed := await self._allocate(pod, container)) is not None:
+                return failed
         return AdmitResult(True)
 
     async def _admit_containers(self, pod: PodLike) -> AdmitResult:
@@ -176,6 +173,7 @@ class Scope:
             try:
                 await p.allocate(pod, container)
             except Exception as err:  # every provider failure is a rejection, as in the kubelet
-                self.metrics.admission_errors.inc()
+                if self.name != SCOPE_NONE:  # the none scope counts no admission errors
+                    self.metrics.admission_errors.inc()
                 return result_from_error(err)
         return None
