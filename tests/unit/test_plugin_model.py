@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import tempfile
 from collections.abc import Sequence
 
 import pytest
@@ -21,7 +18,6 @@ from kubedevice.plugin import (
     PluginOptions,
 )
 from kubedevice.plugin.events import EventBus
-from kubedevice.plugin.inotify import IN_CREATE, IN_DELETE, DirectoryWatch
 from kubedevice.plugin.naming import check_socket_path, resource_name_problem, socket_stem
 from kubedevice.plugin.wire import allocation_to_wire, device_from_wire, device_to_wire, options_to_wire
 
@@ -157,19 +153,3 @@ def test_event_lines_are_stable_and_a_failing_handler_is_contained() -> None:
     unsubscribe()
     bus.emit(EventKind.STOPPED)
     assert seen == ["register-failed resource=example.com/x code=UNAVAILABLE detail=transport_is_closing"]
-
-
-def test_inotify_reports_sockets_created_and_deleted() -> None:
-    directory = tempfile.mkdtemp(dir="/tmp")
-    watch = DirectoryWatch(directory)
-    try:
-        assert watch.read() == []
-        path = os.path.join(directory, "kubelet.sock")
-        with socket.socket(socket.AF_UNIX) as sock:
-            sock.bind(path)
-        os.unlink(path)
-        events = [(e.name, e.mask & (IN_CREATE | IN_DELETE)) for e in watch.read()]
-        assert events == [("kubelet.sock", IN_CREATE), ("kubelet.sock", IN_DELETE)]
-    finally:
-        watch.close()
-        os.rmdir(directory)

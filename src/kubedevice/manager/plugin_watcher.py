@@ -1,6 +1,7 @@
 """Plugin-watcher ("probe mode") registration through a plugins_registry directory (SPEC §2.2).
 
-A portable polling scan (no inotify) finds unix sockets; each new one is asked GetInfo, validated,
+The directory is watched (inotify, or polling every `interval` where inotify cannot be used) and scanned
+again on every change and every RESCAN_S; a scan finds unix sockets; each new one is asked GetInfo, validated,
 connected like a kubelet.sock registration (the endpoint used as is) and told the outcome. A socket that
 disappears deregisters its plugin like a stream end. Hidden names (starting with ".") are ignored.
 """
@@ -25,8 +26,12 @@ from kubedevice.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from kubedevice.manager.endpoint import describe_rpc_error, dial
 from kubedevice.manager.errors import PluginCallError, RegistrationError
 from kubedevice.manager.registration import is_extended_resource_name
+from kubedevice.watch import DirectoryWatch, Mask
 
 log = logging.getLogger(__name__)
+
+#: A full look at the directory this often even when inotify reported nothing (events can be lost).
+RESCAN_S = 10.0
 
 #: (inode, device, ctime) of a socket file: a new socket at the same path is a new plugin.
 _Identity = tuple[int, int, int]
@@ -60,6 +65,10 @@ def validate_plugin(name: str, versions: list[str]) -> None:
         )
 
 
+def _not_hidden(name: str, _mask: Mask) -> bool:
+    return not name.startswith(".")
+
+
 def _scan(directory: Path) -> dict[str, _Identity]:
     found: dict[str, _Identity] = {}
     for root, dirs, files in os.walk(directory):
@@ -78,7 +87,7 @@ def _scan(directory: Path) -> dict[str, _Identity]:
 
 
 class PluginWatcher:
-    """Polls `directory` and drives registrations through `register` / `deregister`."""
+    """Watches `directory` and drives registrations through `register` / `deregister`."""
 
     def __init__(
         self,
@@ -93,12 +102,15 @@ class PluginWatcher:
         self._register = register
         self._deregister = deregister
         self._timeouts = timeouts
-        self._interval = interval
         self._plugins: dict[str, _Plugin] = {}
         self._task: asyncio.Task[None] | None = None
+        self._watch = DirectoryWatch(
+            directory, relevant=_not_hidden, poll_interval=interval, name="plugins_registry"
+        )
 
     def start(self) -> None:
         self._directory.mkdir(mode=0o750, parents=True, exist_ok=True)
+        self._watch.start()
         self._task = asyncio.create_task(self._run(), name=f"plugin-watcher {self._directory}")
 
     async def stop(self) -> None:
@@ -107,6 +119,7 @@ class PluginWatcher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        await self._watch.stop()
         tasks = [p.task for p in self._plugins.values() if p.task is not None]
         for t in tasks:
             t.cancel()
@@ -121,7 +134,7 @@ class PluginWatcher:
                 log.warning("cannot scan plugin registry %s: %s", self._directory, err)
                 current = {}
             await self._reconcile(current)
-            await asyncio.sleep(self._interval)
+            await self._watch.wait_within(RESCAN_S)
 
     async def _reconcile(self, current: dict[str, _Identity]) -> None:
         for path in list(self._plugins):

@@ -37,11 +37,12 @@ from kubedevice.node.admission import admit, device_needs, wait_for_devices
 from kubedevice.node.boot import current_boot_id
 from kubedevice.node.durations import format_duration
 from kubedevice.node.http import Response, StatusServer
-from kubedevice.node.manifests import ManifestFolder, PodManifest, ScanResult
+from kubedevice.node.manifests import MANIFEST_SUFFIXES, ManifestFolder, PodManifest, ScanResult
 from kubedevice.node.metrics import NodeMetrics
 from kubedevice.node.podresources import PodResourcesMetrics, PodResourcesServicer
 from kubedevice.node.pods import ADMISSION_ERROR_REASON, PodRecord, PodTable
 from kubedevice.node.state import PodStateFile, SavedPod
+from kubedevice.watch import DirectoryWatch, Mask
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,12 @@ class NodeConfig:
     #: How long a new pod may wait for its plugins and healthy devices before admission is tried.
     admission_wait: float = 0.0
     allow_symlinks: bool = False
+    #: How often the manifest folder is looked at where inotify cannot be used.
     scan_interval: float = 0.2
+    #: A full scan this often even with inotify (events can be lost), as the kubelet's file source does.
+    rescan_interval: float = 20.0
+    #: False polls the manifest folder every `scan_interval` (for filesystems where inotify says nothing).
+    use_inotify: bool = True
     #: Deadline of each Allocate, GetPreferredAllocation and PreStartContainer call (the kubelet's
     #: PreStartContainer deadline; Allocate has none in the kubelet, so a hung plugin would block forever).
     plugin_timeout: float = PRE_START_CONTAINER_TIMEOUT_S
@@ -142,6 +148,13 @@ class NodeDaemon:
         self.podresources_metrics = PodResourcesMetrics(self.registry)
         self.manager: DeviceManager | None = None
         self._folder = ManifestFolder(self.paths.manifests, allow_symlinks=config.allow_symlinks)
+        self._manifest_watch = DirectoryWatch(
+            self.paths.manifests,
+            relevant=self._is_manifest_event,
+            poll_interval=config.scan_interval,
+            use_inotify=config.use_inotify,
+            name="manifests",
+        )
         self._state = PodStateFile(self.paths.state_file, current_boot_id(config.boot_id))
         #: resource -> lock: pods sharing a resource are admitted one at a time, as the kubelet admits; a
         #: pod never waits for a plugin it does not use (a hung plugin blocks only its own pods).
@@ -209,6 +222,8 @@ class NodeDaemon:
         except RuntimeError as err:
             raise NodeStartError(str(err)) from None
         self.manager = manager
+        # Watching starts before the first scan, so a manifest written during it is not missed.
+        self._manifest_watch.start()
         try:
             await self._first_scan(manager)
             await self._serve()
@@ -256,6 +271,7 @@ class NodeDaemon:
             task.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
         self._loops.clear()
+        await self._manifest_watch.stop()
         for task in list(self._admissions.values()):
             task.cancel()
         await asyncio.gather(*self._admissions.values(), return_exceptions=True)
@@ -324,9 +340,17 @@ class NodeDaemon:
         record.phase = "Running"
         log.info("pod %s kept its devices across the restart: Running", _name(record.pod))
 
+    def _is_manifest_event(self, name: str, mask: Mask) -> bool:
+        if name.startswith(".") or not name.endswith(MANIFEST_SUFFIXES):
+            return False
+        # A regular file is reported again when the writer closes it; reading it at its creation could
+        # catch it half written. A symlink is whole when it is created.
+        return not mask & Mask.CREATE or os.path.islink(self.paths.manifests / name)
+
     async def _scan_loop(self) -> None:
+        """Scan on every change the watch reports, and in full every `rescan_interval`."""
         while True:
-            await asyncio.sleep(self.config.scan_interval)
+            await self._manifest_watch.wait_within(self.config.rescan_interval)
             known = [r.uid for r in self.pods]
             try:
                 result = await asyncio.to_thread(self._folder.scan, known)

@@ -9,15 +9,13 @@ identical under inotify and under polling.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from kubedevice.api.constants import KUBELET_SOCKET_NAME
-from kubedevice.plugin.inotify import IN_DELETE_SELF, IN_MOVE_SELF, DirectoryWatch, InotifyUnavailable
+from kubedevice.watch import DirectoryWatch, Mask
 
 log = logging.getLogger(__name__)
 
@@ -52,13 +50,20 @@ class KubeletWatcher:
     ) -> None:
         self.plugin_dir = plugin_dir
         self._own_socket = own_socket
-        self._use_inotify = use_inotify
-        self._poll_interval = poll_interval
-        self._inotify: DirectoryWatch | None = None
-        self._poller: asyncio.Task[None] | None = None
-        self.changed = asyncio.Event()
-        #: "inotify" or "polling": what is actually in use after start().
-        self.mode = "stopped"
+        self._watch = DirectoryWatch(
+            plugin_dir,
+            relevant=self._relevant,
+            poll_state=self.state,
+            poll_interval=poll_interval,
+            use_inotify=use_inotify,
+            name="kubelet-watcher",
+        )
+        self.changed = self._watch.changed
+
+    @property
+    def mode(self) -> str:
+        """ "inotify" or "polling": what is actually in use after start()."""
+        return self._watch.mode
 
     @property
     def kubelet_socket(self) -> str:
@@ -73,68 +78,14 @@ class KubeletWatcher:
         )
 
     def start(self) -> None:
-        if self._use_inotify:
-            try:
-                self._inotify = DirectoryWatch(self.plugin_dir)
-            except InotifyUnavailable as exc:
-                log.info(
-                    "inotify unavailable (%s); polling %s every %.2fs",
-                    exc,
-                    self.plugin_dir,
-                    self._poll_interval,
-                )
-            else:
-                asyncio.get_running_loop().add_reader(self._inotify.fd, self._on_readable)
-                self.mode = "inotify"
-                return
-        self._start_polling()
+        self._watch.start()
 
     async def stop(self) -> None:
-        if self._inotify is not None:
-            with contextlib.suppress(RuntimeError):
-                asyncio.get_running_loop().remove_reader(self._inotify.fd)
-            self._inotify.close()
-            self._inotify = None
-        if self._poller is not None:
-            self._poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._poller
-            self._poller = None
-        self.mode = "stopped"
+        await self._watch.stop()
 
-    def _start_polling(self) -> None:
-        self.mode = "polling"
-        self._poller = asyncio.get_running_loop().create_task(self._poll(), name="kubelet-watcher-poll")
-
-    def _on_readable(self) -> None:
-        assert self._inotify is not None
+    def _relevant(self, name: str, _mask: Mask) -> bool:
         own = self._own_socket()
-        own_name = os.path.basename(own) if own else None
-        relevant = False
-        for event in self._inotify.read():
-            if event.mask & (IN_DELETE_SELF | IN_MOVE_SELF):
-                log.warning("%s was removed or moved; falling back to polling", self.plugin_dir)
-                asyncio.get_running_loop().remove_reader(self._inotify.fd)
-                self._inotify.close()
-                self._inotify = None
-                self._start_polling()
-                relevant = True
-                break
-            # An empty name is a queue overflow or a watch change: look again to be safe.
-            if event.name in (KUBELET_SOCKET_NAME, own_name) or not event.name:
-                relevant = True
-        if relevant:
-            self.changed.set()
-
-    async def _poll(self) -> None:
-        # stat() of two paths is far below a millisecond: not worth a thread hop.
-        last = self.state()
-        while True:
-            await asyncio.sleep(self._poll_interval)
-            current = self.state()
-            if current != last:
-                last = current
-                self.changed.set()
+        return name == KUBELET_SOCKET_NAME or (own is not None and name == os.path.basename(own))
 
 
 def _identity(path: str) -> SocketIdentity | None:
