@@ -126,6 +126,11 @@ async def node_factory() -> AsyncIterator[Callable[[Callable[[NodePaths], None] 
         made.append((node, root))
         await node.plugin(good)
         await good.register(daemon.paths.kubelet_socket)
+        # The manifest is admitted as soon as it is written: the plugin's first list must be in by then.
+        await async_wait_for(
+            lambda: daemon.manager is not None and daemon.manager.get_capacity()[1].get(GOOD) == 4,
+            "the good plugin's devices to be allocatable",
+        )
         node.write("good.yaml", pod_manifest("good", {GOOD: 1}))
         await node.wait_phase("good", "Running")
         node.good_devices = node.devices_of("good")
