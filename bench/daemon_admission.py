@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import CLI, RESOURCE, Figures, Target, short_tempdir
-from kubedevice.node.daemon import NodePaths
+from kubedevice.node.config import NodePaths
 from kubedevice.node.http import StatusClientError, get
 
 NAME = "daemon"

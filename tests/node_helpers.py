@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kubedevice.node.daemon import NodePaths
+from kubedevice.node.config import NodePaths
 from kubedevice.node.http import StatusClientError, get
 from tests.waiting import poll, poll_async, short_tempdir
 

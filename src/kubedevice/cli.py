@@ -19,14 +19,14 @@ from kubedevice import __version__
 #: command name -> the module that adds it, by a `register(app)` function or, failing that, as its `app`.
 SUBCOMMANDS: dict[str, str] = {
     "checkpoint": "kubedevice.checkpoint.cli",
-    "conformance": "kubedevice.conformance.command",
+    "conformance": "kubedevice.conformance.cli",
     "demo": "kubedevice.node.cli",
     "exporter": "kubedevice.exporter.cli",
     "node": "kubedevice.node.cli",
     "plugin": "kubedevice.plugin.cli",
-    "podresources": "kubedevice.node.client_cli",
-    "pods": "kubedevice.node.client_cli",
-    "status": "kubedevice.node.client_cli",
+    "podresources": "kubedevice.client.cli",
+    "pods": "kubedevice.client.cli",
+    "status": "kubedevice.client.cli",
     "top": "kubedevice.top.cli",
 }
 

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from kubedevice.checkpoint import WRITE_STAGES, CheckpointStore
-from kubedevice.node.daemon import NodePaths
+from kubedevice.node.config import NodePaths
 from kubedevice.node.http import StatusClientError, get
 from tests.node_helpers import pod_manifest, short_tmpdir
 from tests.reliability_helpers import (

@@ -29,16 +29,18 @@ from kubedevice.conformance.checks import (
     PREFERRED_ALLOCATION,
     REGISTRATION,
     ListAndWatchFeed,
-    allocate_check,
     healthy_ids,
     list_and_watch_check,
     options_check,
-    pre_start_check,
-    preferred_allocation_check,
     registration_check,
     stream_kept_open,
 )
 from kubedevice.conformance.kubelet import FakeKubelet, RegistrationAttempt
+from kubedevice.conformance.plugin_call_checks import (
+    allocate_check,
+    pre_start_check,
+    preferred_allocation_check,
+)
 from kubedevice.conformance.process import PluginProcess
 from kubedevice.conformance.report import CheckResult, Findings, Report, Result, not_run, skipped
 

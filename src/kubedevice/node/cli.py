@@ -1,4 +1,4 @@
-"""`kubedevice node` and `kubedevice demo`: run the node daemon (its clients are in node.client_cli).
+"""`kubedevice node` and `kubedevice demo`: run the node daemon (its clients are in kubedevice.client).
 
 Errors are one line on stderr with exit code 2 (bad arguments, an unreachable daemon or socket), never a
 traceback.
@@ -115,6 +115,6 @@ def demo() -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Add `node` and `demo` to the `kubedevice` command (the clients are in node.client_cli)."""
+    """Add `node` and `demo` to the `kubedevice` command (the clients are in kubedevice.client)."""
     app.command("node")(node)
     app.command("demo")(demo)

@@ -22,7 +22,7 @@ from typing import Any
 from rich.console import Console
 
 from kubedevice.console import make_console
-from kubedevice.node.daemon import NodePaths
+from kubedevice.node.config import NodePaths
 from kubedevice.node.http import StatusClientError, get
 from kubedevice.node.tables import print_node, print_pods
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import os
 import signal
@@ -25,8 +24,8 @@ import grpc
 from kubedevice.api.constants import DEVICE_PLUGIN_PATH, DIAL_TIMEOUT_S, PLUGINS_REGISTRY_PATH, VERSION
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
-from kubedevice.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from kubedevice.plugin.base import DevicePlugin
+from kubedevice.plugin.endpoints import PluginEndpoints
 from kubedevice.plugin.errors import ConfigError
 from kubedevice.plugin.events import EventBus, EventHandler, EventKind
 from kubedevice.plugin.inventory import Inventory
@@ -61,15 +60,6 @@ class Backoff:
             delay *= self.factor
 
 
-@dataclass
-class _Endpoint:
-    """One gRPC server on one socket, with the service whose streams must end before it stops."""
-
-    path: str
-    server: grpc.aio.Server
-    service: DevicePluginService
-
-
 class PluginServer:
     """Serves one DevicePlugin and keeps it registered with the kubelet.
 
@@ -102,9 +92,9 @@ class PluginServer:
             raise ConfigError(str(exc)) from exc
         self.plugin_watcher = plugin_watcher
         self.plugin_dir = os.path.abspath(registry_dir if plugin_watcher else plugin_dir)
-        self._stem = socket_stem(self.resource)
+        stem = socket_stem(self.resource)
         # Fail now, naming the path, rather than at bind time deep inside a retry loop.
-        check_socket_path(os.path.join(self.plugin_dir, f"{self._stem}-{os.getpid()}-000.sock"))
+        check_socket_path(os.path.join(self.plugin_dir, f"{stem}-{os.getpid()}-000.sock"))
         self._debounce = debounce
         self._backoff = backoff
         self._register_timeout = register_timeout
@@ -121,9 +111,13 @@ class PluginServer:
         self.watcher_service = WatcherRegistrationService(
             self.resource, lambda: self.socket_path or "", self.events
         )
-        self._endpoint: _Endpoint | None = None
-        self._retired: list[_Endpoint] = []
-        self._sequence = itertools.count()
+        self.endpoints = PluginEndpoints(
+            self.plugin_dir,
+            stem,
+            lambda: DevicePluginService(self.plugin, self.inventory, self.events, self.metrics),
+            self.events,
+            self.watcher_service if plugin_watcher else None,
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self._stop_requested = asyncio.Event()
         self._force = False
@@ -137,7 +131,7 @@ class PluginServer:
     @property
     def socket_path(self) -> str | None:
         """Absolute path of the socket currently serving the DevicePlugin service, if any."""
-        return self._endpoint.path if self._endpoint is not None else None
+        return self.endpoints.socket_path
 
     async def start(self) -> None:
         if self._started:
@@ -199,10 +193,7 @@ class PluginServer:
         for task in self._tasks:
             await _cancel_and_wait(task)
         await self.watcher.stop()
-        endpoints = [*self._retired, *([self._endpoint] if self._endpoint else [])]
-        self._retired, self._endpoint = [], None
-        for endpoint in endpoints:
-            await self._close_endpoint(endpoint)
+        await self.endpoints.close_all()
         await self.metrics.close()
         self.events.emit(EventKind.STOPPED)
 
@@ -244,7 +235,7 @@ class PluginServer:
 
     async def _register_with_retry(self) -> SocketIdentity:
         """Serve on a fresh socket and Register until it succeeds; return the kubelet.sock registered with."""
-        await self._serve_new_endpoint()
+        await self.endpoints.serve_new()
         delays = iter(self._backoff.delays())
         attempt = 0
         while True:
@@ -253,13 +244,13 @@ class PluginServer:
             state = self.watcher.state()
             if state.kubelet is not None:
                 if not state.own_socket_present:
-                    await self._serve_new_endpoint()
+                    await self.endpoints.serve_new()
                 try:
                     await self._register_once()
                 except grpc.aio.AioRpcError as exc:
                     self._registration_failed(exc, attempt)
                 else:
-                    await self._retire_old_endpoints()
+                    await self.endpoints.retire_old()
                     return state.kubelet
             # Wake early when kubelet.sock appears: right after a restart that is the moment it can answer.
             delay = next(delays)
@@ -270,10 +261,11 @@ class PluginServer:
                     await self.watcher.changed.wait()
 
     async def _register_once(self) -> None:
-        assert self._endpoint is not None
+        socket_path = self.endpoints.socket_path
+        assert socket_path is not None
         request = dp.RegisterRequest(
             version=VERSION,
-            endpoint=os.path.basename(self._endpoint.path),
+            endpoint=os.path.basename(socket_path),
             resource_name=self.resource,
             options=options_to_wire(self.plugin.options()),
         )
@@ -282,7 +274,7 @@ class PluginServer:
         self.metrics.count_registration(ok=True)
         self.registrations += 1
         kind = EventKind.REGISTERED if self.registrations == 1 else EventKind.REREGISTERED
-        endpoint = os.path.basename(self._endpoint.path)
+        endpoint = os.path.basename(socket_path)
         log.info("%s %s with endpoint %s", kind, self.resource, endpoint)
         self.events.emit(kind, endpoint=endpoint, count=str(self.registrations))
 
@@ -307,73 +299,16 @@ class PluginServer:
         # The kubelet's plugin watcher finds the socket itself and rescans on its own restart;
         # all we must do is keep a live socket in the registry directory.
         await self.inventory.ready.wait()
-        await self._serve_new_endpoint()
+        await self.endpoints.serve_new()
         while True:
             self.watcher.changed.clear()
             if self._force or not self.watcher.state().own_socket_present:
                 self._force = False
-                await self._serve_new_endpoint()
-                await self._retire_old_endpoints()
+                await self.endpoints.serve_new()
+                await self.endpoints.retire_old()
                 continue
             await self.watcher.changed.wait()
             await asyncio.sleep(self._debounce)
-
-    # ---- sockets --------------------------------------------------------------------------------
-
-    def _next_socket_path(self) -> str:
-        while True:
-            path = os.path.join(self.plugin_dir, f"{self._stem}-{os.getpid()}-{next(self._sequence)}.sock")
-            # A stale file from an earlier process with our pid (pid 1 in a container) is skipped,
-            # not reused: the kubelet tells endpoints apart by socket path.
-            if not os.path.lexists(path):
-                return check_socket_path(path)
-
-    async def _serve_new_endpoint(self) -> None:
-        path = self._next_socket_path()
-        service = DevicePluginService(self.plugin, self.inventory, self.events, self.metrics)
-        server = grpc.aio.server()
-        dp_grpc.add_DevicePluginServicer_to_server(service, server)
-        if self.plugin_watcher:
-            reg_grpc.add_RegistrationServicer_to_server(self.watcher_service, server)
-        try:
-            server.add_insecure_port(f"unix://{path}")
-        except RuntimeError as exc:
-            raise ConfigError(f"cannot bind {path}: {exc}") from exc
-        endpoint = _Endpoint(path, server, service)
-        # Listed from the start, so a stop() that cancels us half-way still closes this server:
-        # a gRPC server left running past the event loop hangs interpreter exit.
-        self._retired.append(endpoint)
-        await server.start()
-        try:
-            await self._check_answers(path)
-        except grpc.aio.AioRpcError as exc:
-            self._retired.remove(endpoint)
-            await self._close_endpoint(endpoint)
-            raise ConfigError(f"own socket {path} does not answer: {exc.details()}") from exc
-        self._retired.remove(endpoint)
-        if self._endpoint is not None:
-            self._retired.append(self._endpoint)
-        self._endpoint = endpoint
-        self.events.emit(EventKind.SERVING, endpoint=path)
-
-    async def _check_answers(self, path: str) -> None:
-        async with grpc.aio.insecure_channel(f"unix://{path}") as channel:
-            await dp_grpc.DevicePluginStub(channel).GetDevicePluginOptions(
-                dp.Empty(), timeout=DIAL_TIMEOUT_S, wait_for_ready=True
-            )
-
-    async def _retire_old_endpoints(self) -> None:
-        # Unlisted only once closed: if stop() cancels us mid-way, it closes the rest.
-        while self._retired:
-            endpoint = self._retired[0]
-            await self._close_endpoint(endpoint)
-            self._retired.remove(endpoint)
-
-    async def _close_endpoint(self, endpoint: _Endpoint) -> None:
-        endpoint.service.close()
-        await endpoint.server.stop(grace=1.0)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(endpoint.path)
 
     def _devices_changed(self, devices: tuple[Device, ...]) -> None:
         self.metrics.observe_devices(devices)

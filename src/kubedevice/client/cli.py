@@ -22,7 +22,7 @@ from kubedevice.api.constants import POD_RESOURCES_SOCKET
 from kubedevice.api.podresources.v1 import api_pb2 as pr
 from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from kubedevice.console import make_console
-from kubedevice.node.daemon import NodePaths
+from kubedevice.node.config import NodePaths
 from kubedevice.node.http import StatusClientError, get
 from kubedevice.node.options import ROOT_HELP, default_root_dir, fail
 from kubedevice.node.tables import print_node, print_pods

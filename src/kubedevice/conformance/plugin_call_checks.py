@@ -1,0 +1,186 @@
+"""Checks 4 to 6 of the contract: Allocate, GetPreferredAllocation and PreStartContainer against the plugin.
+
+Each check returns one report row; the run order lives in runner.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import grpc
+import grpc.aio
+
+from kubedevice.api.constants import HEALTHY, PRE_START_CONTAINER_TIMEOUT_S
+from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
+from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
+from kubedevice.conformance.checks import (
+    ALLOCATE,
+    PRE_START,
+    PREFERRED_ALLOCATION,
+    UNKNOWN_DEVICE_ID,
+    RpcProbe,
+    rpc_error,
+)
+from kubedevice.conformance.report import CheckResult, Findings, skipped
+from kubedevice.conformance.validation import (
+    container_response_problems,
+    preferred_allocation_problems,
+)
+
+
+async def allocate_check(
+    stub: dp_grpc.DevicePluginAsyncStub, healthy: Sequence[str], timeout_s: float
+) -> CheckResult:
+    """Check 4: Allocate one device and every healthy device, then an ID the plugin never listed."""
+    findings = Findings(ALLOCATE)
+    if not healthy:
+        return skipped(ALLOCATE, f'not run: no device is "{HEALTHY}", and the kubelet allocates only those')
+    cases = [list(healthy[:1])]
+    if len(healthy) > 1:
+        cases.append(list(healthy))
+    answered: list[str] = []
+    # The same mistake usually shows in every case: say it once, with the cases it showed in.
+    failures: dict[str, list[int]] = {}
+    warnings: dict[str, list[int]] = {}
+    for ids in cases:
+        request = dp.AllocateRequest(container_requests=[dp.ContainerAllocateRequest(devices_ids=ids)])
+        try:
+            response = await stub.Allocate(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as err:
+            failures.setdefault(f"Allocate failed: {rpc_error(err)}", []).append(len(ids))
+            continue
+        count = len(response.container_responses)
+        if count != 1:
+            message = (
+                f"{count} container responses for 1 container request "
+                "(answer exactly one per request, in order; the kubelet fails the pod otherwise)"
+            )
+            failures.setdefault(message, []).append(len(ids))
+        for container in response.container_responses:
+            problems = container_response_problems(container)
+            for failure in problems.failures:
+                failures.setdefault(failure, []).append(len(ids))
+            for warning in problems.warnings:
+                warnings.setdefault(warning, []).append(len(ids))
+        if count:
+            answered.append(_describe(response.container_responses[0], len(ids)))
+    for message, sizes in failures.items():
+        findings.fail(f"{message} ({_cases(sizes)})")
+    for message, sizes in warnings.items():
+        findings.warn(f"{message} ({_cases(sizes)})")
+    if answered:
+        findings.note("; ".join(answered))
+    unknown = dp.AllocateRequest(
+        container_requests=[dp.ContainerAllocateRequest(devices_ids=[UNKNOWN_DEVICE_ID])]
+    )
+    try:
+        await stub.Allocate(unknown, timeout=timeout_s)
+    except grpc.aio.AioRpcError as err:
+        findings.note(f"unknown ID refused ({err.code().name})")
+    else:
+        findings.warn(f'accepted the unknown device ID "{UNKNOWN_DEVICE_ID}": refuse IDs you did not list')
+    return findings.result()
+
+
+def _cases(sizes: list[int]) -> str:
+    return "Allocate of " + ", ".join(str(size) for size in dict.fromkeys(sizes)) + " device(s)"
+
+
+def _describe(response: dp.ContainerAllocateResponse, devices: int) -> str:
+    parts = [
+        f"{len(response.devices)} device spec(s)",
+        f"{len(response.mounts)} mount(s)",
+        f"{len(response.envs)} env(s)",
+        f"{len(response.cdi_devices)} CDI device(s)",
+    ]
+    return f"{devices} device(s) -> " + ", ".join(parts)
+
+
+async def preferred_allocation_check(
+    stub: dp_grpc.DevicePluginAsyncStub,
+    options: dp.DevicePluginOptions,
+    healthy: Sequence[str],
+    timeout_s: float,
+) -> tuple[CheckResult, RpcProbe | None]:
+    """Check 5: a preferred allocation is a subset of the available IDs, holds must_include, has the size."""
+    findings = Findings(PREFERRED_ALLOCATION)
+    if not options.get_preferred_allocation_available:
+        return skipped(
+            PREFERRED_ALLOCATION, "not advertised: the kubelet never calls GetPreferredAllocation"
+        ), None
+    if not healthy:
+        return skipped(PREFERRED_ALLOCATION, f'not run: no device is "{HEALTHY}"'), None
+    # must_include is the *last* healthy device, so an answer that just takes the first N is caught.
+    cases = [
+        dp.ContainerPreferredAllocationRequest(
+            available_deviceIDs=healthy,
+            must_include_deviceIDs=[healthy[-1]],
+            allocation_size=min(2, len(healthy)),
+        ),
+        dp.ContainerPreferredAllocationRequest(available_deviceIDs=healthy, allocation_size=len(healthy)),
+    ]
+    probe: RpcProbe | None = None
+    for case in cases:
+        what = (
+            f"size {case.allocation_size} of {len(case.available_deviceIDs)}"
+            f" with must_include {list(case.must_include_deviceIDs)}"
+        )
+        try:
+            response = await stub.GetPreferredAllocation(
+                dp.PreferredAllocationRequest(container_requests=[case]), timeout=timeout_s
+            )
+        except grpc.aio.AioRpcError as err:
+            findings.fail(f"{what}: {rpc_error(err)}")
+            probe = probe or RpcProbe(False, rpc_error(err))
+            continue
+        probe = RpcProbe(True)
+        if len(response.container_responses) != 1:
+            findings.fail(f"{what}: {len(response.container_responses)} container responses for 1 request")
+            continue
+        picked = list(response.container_responses[0].deviceIDs)
+        for problem in preferred_allocation_problems(case, picked):
+            findings.fail(f"{what}: {problem} (got {picked})")
+    if not findings.failed:
+        findings.note(f"{len(cases)} requests answered with valid picks")
+    return findings.result(), probe
+
+
+async def pre_start_check(
+    stub: dp_grpc.DevicePluginAsyncStub,
+    options: dp.DevicePluginOptions,
+    healthy: Sequence[str],
+    timeout_s: float,
+) -> tuple[CheckResult, RpcProbe | None]:
+    """Check 6: PreStartContainer answers within the kubelet's 30 s when the plugin asks for it."""
+    findings = Findings(PRE_START)
+    if not options.pre_start_required:
+        return skipped(
+            PRE_START, "pre_start_required is false: the kubelet never calls PreStartContainer"
+        ), None
+    if not healthy:
+        return skipped(PRE_START, f'not run: no device is "{HEALTHY}"'), None
+    deadline_s = min(PRE_START_CONTAINER_TIMEOUT_S, timeout_s)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    try:
+        await stub.PreStartContainer(
+            dp.PreStartContainerRequest(devices_ids=list(healthy)), timeout=deadline_s
+        )
+    except grpc.aio.AioRpcError as err:
+        if err.code() is grpc.StatusCode.DEADLINE_EXCEEDED:
+            wider = (
+                ""
+                if deadline_s >= PRE_START_CONTAINER_TIMEOUT_S
+                else "; raise --timeout to test the full 30 s"
+            )
+            findings.fail(
+                f"no answer within {deadline_s:g} s "
+                f"(the kubelet allows {PRE_START_CONTAINER_TIMEOUT_S:g} s{wider})"
+            )
+        else:
+            findings.fail(f"PreStartContainer failed: {rpc_error(err)}")
+        return findings.result(), RpcProbe(False, rpc_error(err))
+    elapsed = loop.time() - started
+    findings.note(f"answered in {elapsed:.3f} s (the kubelet allows {PRE_START_CONTAINER_TIMEOUT_S:g} s)")
+    return findings.result(), RpcProbe(True)

@@ -1,0 +1,142 @@
+"""The node daemon's configuration and its paths: everything under one root folder.
+
+Also the crash-consistency tests' checkpoint fault hook, read from the environment only (never configuration).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from kubedevice.api.constants import (
+    CHECKPOINT_NAME,
+    ENDPOINT_STOP_GRACE_PERIOD_S,
+    KUBELET_SOCKET_NAME,
+    PRE_START_CONTAINER_TIMEOUT_S,
+)
+from kubedevice.checkpoint import WRITE_STAGES
+
+_DIR_MODE = 0o750
+#: Test-only: "STAGE:PROBABILITY:SEED" makes the daemon SIGKILL itself at that stage of checkpoint writes.
+CHECKPOINT_FAULT_ENV = "KUBEDEVICE_TEST_CHECKPOINT_FAULT"
+
+
+@dataclass(frozen=True, slots=True)
+class NodePaths:
+    """Every path of the daemon, all under one root ."""
+
+    root: Path
+    manifests: Path
+
+    @property
+    def plugin_dir(self) -> Path:
+        return self.root / "device-plugins"
+
+    @property
+    def kubelet_socket(self) -> Path:
+        return self.plugin_dir / KUBELET_SOCKET_NAME
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.plugin_dir / CHECKPOINT_NAME
+
+    @property
+    def plugins_registry(self) -> Path:
+        return self.root / "plugins_registry"
+
+    @property
+    def pod_resources_socket(self) -> Path:
+        return self.root / "pod-resources" / "kubelet.sock"
+
+    @property
+    def status_socket(self) -> Path:
+        return self.root / "kubedevice.sock"
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / "pod_state.json"
+
+    @classmethod
+    def under(cls, root: Path, manifests: Path | None = None) -> NodePaths:
+        root = root.absolute()
+        return cls(root=root, manifests=(manifests or root / "manifests").absolute())
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    root_dir: Path
+    pod_manifest_path: Path | None = None
+    stop_grace_period: float = ENDPOINT_STOP_GRACE_PERIOD_S
+    #: Also serve the status API on this TCP address.
+    http_addr: tuple[str, int] | None = None
+    #: How long a new pod may wait for its plugins and healthy devices before admission is tried.
+    admission_wait: float = 0.0
+    allow_symlinks: bool = False
+    #: How often the manifest folder is looked at where inotify cannot be used.
+    scan_interval: float = 0.2
+    #: A full scan this often even with inotify (events can be lost), as the kubelet's file source does.
+    rescan_interval: float = 20.0
+    #: False polls the manifest folder every `scan_interval` (for filesystems where inotify says nothing).
+    use_inotify: bool = True
+    #: Deadline of each Allocate, GetPreferredAllocation and PreStartContainer call (the kubelet's
+    #: PreStartContainer deadline; Allocate has none in the kubelet, so a hung plugin would block forever).
+    plugin_timeout: float = PRE_START_CONTAINER_TIMEOUT_S
+    #: How often capacity is recomputed, as the kubelet's node status loop does (drops expired resources).
+    status_interval: float = 1.0
+    #: This boot's ID instead of the kernel's; a different one than last time means the node rebooted.
+    boot_id: str | None = None
+
+
+class NodeStartError(Exception):
+    """The daemon cannot start; str() is one line naming what is wrong."""
+
+
+def checkpoint_fault_from_env(env: Mapping[str, str]) -> Callable[[str], None] | None:
+    """The crash-consistency tests' hook: kill this process inside a checkpoint write, seeded.
+
+    Test-only and never configuration, hence an environment variable rather than a flag. A malformed
+    value is a ValueError (the daemon refuses to start) rather than a test that silently kills nothing.
+    """
+    spec = env.get(CHECKPOINT_FAULT_ENV)
+    if not spec:
+        return None
+    stage, _, rest = spec.partition(":")
+    probability_text, _, seed_text = rest.partition(":")
+    try:
+        probability, seed = float(probability_text), int(seed_text)
+    except ValueError:
+        probability, seed = -1.0, 0
+    if stage not in (*WRITE_STAGES, "any") or not 0.0 <= probability <= 1.0:
+        raise ValueError(
+            f"{CHECKPOINT_FAULT_ENV}={spec!r}: want STAGE:PROBABILITY:SEED with STAGE one of "
+            f"{', '.join((*WRITE_STAGES, 'any'))} and PROBABILITY from 0 to 1"
+        )
+    rng = random.Random(seed)
+
+    def fault(at: str) -> None:
+        if stage in (at, "any") and rng.random() < probability:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return fault
+
+
+def make_dirs(paths: NodePaths) -> None:
+    for directory in (
+        paths.root,
+        paths.plugin_dir,
+        paths.plugins_registry,
+        paths.pod_resources_socket.parent,
+        paths.manifests,
+    ):
+        directory.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+    for directory in (
+        paths.root,
+        paths.plugin_dir,
+        paths.plugins_registry,
+        paths.pod_resources_socket.parent,
+    ):
+        os.chmod(directory, _DIR_MODE)

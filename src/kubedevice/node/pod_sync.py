@@ -1,0 +1,290 @@
+"""Keeping the node's pods in step with the manifest folder (the kubelet's pod config and admission loop).
+
+How pods flow: the folder is scanned whenever its watch reports a change (and in full every
+`rescan_interval`); a new pod is admitted (devices for every container, then each container's run options),
+pods sharing a resource one at a time, as the kubelet admits; a removed file terminates its pods and frees
+their devices. On start, pods found in the checkpoint keep their devices (the manager's fast path) before
+anything is garbage-collected, and pods the state file remembers as Failed or Succeeded stay so until their
+manifest changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+
+from kubedevice.manager import DeviceManager, DeviceManagerError, Pod
+from kubedevice.node.admission import admit, device_needs, wait_for_devices
+from kubedevice.node.config import NodeConfig, NodePaths
+from kubedevice.node.durations import format_duration
+from kubedevice.node.manifests import MANIFEST_SUFFIXES, ManifestFolder, PodManifest, ScanResult
+from kubedevice.node.metrics import NodeMetrics
+from kubedevice.node.pods import ADMISSION_ERROR_REASON, PodRecord, PodTable
+from kubedevice.node.state import PodStateFile, SavedPod
+from kubedevice.watch import DirectoryWatch, Mask
+
+log = logging.getLogger("kubedevice.node.daemon")
+
+
+class PodSync:
+    """Admits, keeps, restores and terminates the pods of the manifest folder on one device manager."""
+
+    def __init__(
+        self,
+        config: NodeConfig,
+        paths: NodePaths,
+        manager: DeviceManager,
+        pods: PodTable,
+        state: PodStateFile,
+        metrics: NodeMetrics,
+    ) -> None:
+        self.config = config
+        self.paths = paths
+        self.pods = pods
+        #: manifest file -> why it could not be read.
+        self.bad_files: dict[str, str] = {}
+        self._manager = manager
+        self._state = state
+        self._metrics = metrics
+        self._folder = ManifestFolder(paths.manifests, allow_symlinks=config.allow_symlinks)
+        self._manifest_watch = DirectoryWatch(
+            paths.manifests,
+            relevant=self._is_manifest_event,
+            poll_interval=config.scan_interval,
+            use_inotify=config.use_inotify,
+            name="manifests",
+        )
+        #: resource -> lock: pods sharing a resource are admitted one at a time, as the kubelet admits; a
+        #: pod never waits for a plugin it does not use (a hung plugin blocks only its own pods).
+        self._admission_locks: dict[str, asyncio.Lock] = {}
+        self._admissions: dict[str, asyncio.Task[None]] = {}
+        self._waiting: set[str] = set()
+        self._scan_task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Read the folder once (restoring what ran before), then follow it."""
+        # Watching starts before the first scan, so a manifest written during it is not missed.
+        self._manifest_watch.start()
+        await self._first_scan(self._manager)
+        self._scan_task = asyncio.create_task(self._scan_loop(), name="manifest scan")
+
+    async def stop(self) -> None:
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            await asyncio.gather(self._scan_task, return_exceptions=True)
+            self._scan_task = None
+        await self._manifest_watch.stop()
+        for task in list(self._admissions.values()):
+            task.cancel()
+        await asyncio.gather(*self._admissions.values(), return_exceptions=True)
+
+    async def _first_scan(self, manager: DeviceManager) -> None:
+        saved = await asyncio.to_thread(self._state.load)
+        checkpointed = manager.pod_uids()
+        rebooted = self._state.saved_boot_id not in (None, self._state.boot_id)
+        if rebooted:
+            log.info("the node rebooted: pods in the checkpoint are admitted again, with checks")
+        result = await asyncio.to_thread(self._folder.scan)
+        self._report_bad_files(result.errors)
+        new: list[PodRecord] = []
+        for m in result.pods:
+            record = PodRecord(m)
+            self.pods.add(record)
+            if self._restore_terminated(record, saved.get(m.uid)):
+                continue
+            if m.uid in checkpointed and not rebooted:
+                await self._restore_running(manager, record)
+            else:
+                new.append(record)
+        manager.sources_ready = True
+        for uid in manager.update_allocated_devices(self.pods.active_uids()):
+            log.info("pod %s is gone from the manifests: its devices were freed", uid)
+        await self._save_state()
+        for record in new:
+            self._start_admission(record)
+
+    def _restore_terminated(self, record: PodRecord, saved: SavedPod | None) -> bool:
+        if record.manifest.succeeded:
+            record.phase = "Succeeded"
+            return True
+        if (
+            saved is not None
+            and saved.digest == record.manifest.digest
+            and saved.phase in ("Failed", "Succeeded")
+        ):
+            record.phase = "Failed" if saved.phase == "Failed" else "Succeeded"
+            record.reason, record.message = saved.reason, saved.message
+            log.info("pod %s stays %s after the restart", _name(record.pod), record.phase)
+            return True
+        return False
+
+    async def _restore_running(self, manager: DeviceManager, record: PodRecord) -> None:
+        """A pod that held devices before the restart keeps them without a new admission (SPEC §8.1)."""
+        try:
+            record.run_options = await admit(manager, record.pod, already_running=True)
+        except DeviceManagerError as err:
+            self._fail(record, str(err))
+            return
+        record.phase = "Running"
+        log.info("pod %s kept its devices across the restart: Running", _name(record.pod))
+
+    def _is_manifest_event(self, name: str, mask: Mask) -> bool:
+        if name.startswith(".") or not name.endswith(MANIFEST_SUFFIXES):
+            return False
+        # A regular file is reported again when the writer closes it; reading it at its creation could
+        # catch it half written. A symlink is whole when it is created.
+        return not mask & Mask.CREATE or os.path.islink(self.paths.manifests / name)
+
+    async def _scan_loop(self) -> None:
+        """Scan on every change the watch reports, and in full every `rescan_interval`."""
+        while True:
+            await self._manifest_watch.wait_within(self.config.rescan_interval)
+            known = [r.uid for r in self.pods]
+            try:
+                result = await asyncio.to_thread(self._folder.scan, known)
+            except Exception:
+                # A scan failure must never stop the daemon; the next scan tries again.
+                log.exception("scanning %s failed", self.paths.manifests)
+                continue
+            await self._reconcile(result)
+
+    async def _reconcile(self, result: ScanResult) -> None:
+        self._report_bad_files(result.errors)
+        current = {m.uid: m for m in result.pods}
+        changed = False
+        for record in self.pods:
+            if record.uid not in current and record.manifest.file not in result.errors:
+                self._terminate(record, "its manifest was removed")
+                changed = True
+        for m in result.pods:
+            known = self.pods.get(m.uid)
+            if known is None:
+                record = PodRecord(m)
+                self.pods.add(record)
+                if m.succeeded:
+                    record.phase = "Succeeded"
+                    log.info("pod %s from %s has already succeeded: not admitted", _name(m.pod), m.file)
+                else:
+                    self._start_admission(record)
+                changed = True
+            elif known.manifest.digest != m.digest:
+                changed |= self._manifest_changed(known, m)
+        if changed:
+            await self._save_state()
+
+    def _manifest_changed(self, record: PodRecord, m: PodManifest) -> bool:
+        """The same UID (set in metadata) with new content: only a Failed pod is tried again."""
+        if m.succeeded and record.phase != "Succeeded":
+            self._cancel_admission(record.uid)
+            record.manifest, record.phase, record.reason, record.message = m, "Succeeded", "", ""
+            record.run_options = {}
+            self._release()
+            log.info("pod %s succeeded: its devices were freed", _name(m.pod))
+            return True
+        if record.phase == "Failed":
+            record.manifest, record.phase, record.reason, record.message = m, "Pending", "", ""
+            self._start_admission(record)
+            return True
+        log.warning(
+            "pod %s: manifest %s changed but a pod's spec cannot change; ignored", _name(m.pod), m.file
+        )
+        record.manifest = m
+        return False
+
+    def _terminate(self, record: PodRecord, why: str) -> None:
+        self._cancel_admission(record.uid)
+        self.pods.remove(record.uid)
+        self._release()
+        log.info("pod %s terminated (%s): its devices were freed", _name(record.pod), why)
+
+    def _release(self) -> None:
+        self._manager.update_allocated_devices(self.pods.active_uids())
+
+    def _cancel_admission(self, uid: str) -> None:
+        # Only a pod still waiting for devices is cancelled; an admission under way finishes, then the
+        # pod's devices are garbage-collected like any terminated pod's.
+        task = self._admissions.get(uid)
+        if task is not None and uid in self._waiting:
+            task.cancel()
+
+    def _start_admission(self, record: PodRecord) -> None:
+        task = asyncio.create_task(self._admit(record), name=f"admit {_name(record.pod)}")
+        self._admissions[record.uid] = task
+        task.add_done_callback(functools.partial(self._admission_done, record.uid))
+
+    def _admission_done(self, uid: str, task: asyncio.Task[None]) -> None:
+        if self._admissions.get(uid) is task:
+            del self._admissions[uid]
+        if not task.cancelled() and task.exception() is not None:
+            log.error("admission of pod %s crashed", uid, exc_info=task.exception())
+
+    async def _admit(self, record: PodRecord) -> None:
+        manager = self._manager
+        if self.config.admission_wait > 0:
+            self._waiting.add(record.uid)
+            try:
+                missing = await wait_for_devices(manager, record.pod, self.config.admission_wait)
+            finally:
+                self._waiting.discard(record.uid)
+            if missing:
+                log.info(
+                    "pod %s waited %s; still missing: %s",
+                    _name(record.pod),
+                    format_duration(self.config.admission_wait),
+                    "; ".join(f"{r}: {why}" for r, why in missing.items()),
+                )
+        async with contextlib.AsyncExitStack() as held:
+            for resource in sorted(device_needs(record.pod)):  # one order: no deadlock between pods
+                await held.enter_async_context(self._admission_locks.setdefault(resource, asyncio.Lock()))
+            if self.pods.get(record.uid) is not record or record.phase != "Pending":
+                return
+            try:
+                options = await admit(manager, record.pod)
+            except DeviceManagerError as err:
+                self._fail(record, str(err))
+            else:
+                record.run_options = options
+                record.phase = "Running"
+                self._metrics.admissions.inc()
+                log.info("pod %s admitted: Running", _name(record.pod))
+            if self.pods.get(record.uid) is not record or not record.active:
+                self._release()  # removed while admitting, or failed part-way: free what it got
+        if not record.active:
+            # Only a pod that ended Failed changes the state file; a Running pod's devices are in the
+            # checkpoint, and a removed pod was saved by the scan that removed it.
+            await self._save_state()
+
+    def _fail(self, record: PodRecord, message: str) -> None:
+        record.phase, record.reason, record.message = "Failed", ADMISSION_ERROR_REASON, message
+        record.run_options = {}
+        self._metrics.admission_failures.inc()
+        log.warning("pod %s failed admission: %s", _name(record.pod), message)
+
+    def _report_bad_files(self, errors: dict[str, str]) -> None:
+        for file, error in sorted(errors.items()):
+            if self.bad_files.get(file) != error:
+                log.error("manifest %s: %s", file, error)
+        for file in sorted(set(self.bad_files) - set(errors)):
+            log.info("manifest %s: no longer reported (fixed or removed)", file)
+        self.bad_files = dict(errors)
+
+    def terminated_pods(self) -> dict[str, SavedPod]:
+        """What the state file keeps: the Failed and Succeeded pods, which a restart must not admit.
+
+        Pending and Running pods are left out: a restart admits them again anyway (a Running pod keeps
+        the devices of its checkpoint entry), so rewriting the file for each admission bought nothing.
+        """
+        return {record.uid: record.saved() for record in self.pods if not record.active}
+
+    async def _save_state(self) -> None:
+        try:
+            await self._state.save(self.terminated_pods())
+        except OSError as err:
+            log.error("cannot write the pod state file %s: %s", self.paths.state_file, err)
+
+
+def _name(pod: Pod) -> str:
+    return f"{pod.namespace}/{pod.name} ({pod.uid})"

@@ -1,0 +1,124 @@
+"""The plugin's own sockets: one gRPC server per socket, a fresh socket for every (re-)registration.
+
+The kubelet tells endpoints apart by socket path, so each registration serves on a new path
+(`<resource>-<pid>-<n>.sock`); the previous servers are retired once the new registration succeeded, and
+every server is closed on stop, even one being started when stop() cancels the start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import grpc
+
+from kubedevice.api.constants import DIAL_TIMEOUT_S
+from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
+from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
+from kubedevice.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from kubedevice.plugin.errors import ConfigError
+from kubedevice.plugin.events import EventBus, EventKind
+from kubedevice.plugin.naming import check_socket_path
+from kubedevice.plugin.service import DevicePluginService, WatcherRegistrationService
+
+
+@dataclass
+class _Endpoint:
+    """One gRPC server on one socket, with the service whose streams must end before it stops."""
+
+    path: str
+    server: grpc.aio.Server
+    service: DevicePluginService
+
+
+class PluginEndpoints:
+    """The socket being served now, and the older ones still to be closed."""
+
+    def __init__(
+        self,
+        plugin_dir: str,
+        stem: str,
+        make_service: Callable[[], DevicePluginService],
+        events: EventBus,
+        watcher_service: WatcherRegistrationService | None = None,
+    ) -> None:
+        self._plugin_dir = plugin_dir
+        self._stem = stem
+        self._make_service = make_service
+        self._events = events
+        self._watcher_service = watcher_service
+        self._current: _Endpoint | None = None
+        self._retired: list[_Endpoint] = []
+        self._sequence = itertools.count()
+
+    @property
+    def socket_path(self) -> str | None:
+        """Absolute path of the socket currently serving the DevicePlugin service, if any."""
+        return self._current.path if self._current is not None else None
+
+    def _next_socket_path(self) -> str:
+        while True:
+            path = os.path.join(self._plugin_dir, f"{self._stem}-{os.getpid()}-{next(self._sequence)}.sock")
+            # A stale file from an earlier process with our pid (pid 1 in a container) is skipped,
+            # not reused: the kubelet tells endpoints apart by socket path.
+            if not os.path.lexists(path):
+                return check_socket_path(path)
+
+    async def serve_new(self) -> None:
+        """Serve on a fresh socket, checked to answer; the one served until now is retired."""
+        path = self._next_socket_path()
+        service = self._make_service()
+        server = grpc.aio.server()
+        dp_grpc.add_DevicePluginServicer_to_server(service, server)
+        if self._watcher_service is not None:
+            reg_grpc.add_RegistrationServicer_to_server(self._watcher_service, server)
+        try:
+            server.add_insecure_port(f"unix://{path}")
+        except RuntimeError as exc:
+            raise ConfigError(f"cannot bind {path}: {exc}") from exc
+        endpoint = _Endpoint(path, server, service)
+        # Listed from the start, so a stop() that cancels us half-way still closes this server:
+        # a gRPC server left running past the event loop hangs interpreter exit.
+        self._retired.append(endpoint)
+        await server.start()
+        try:
+            await _check_answers(path)
+        except grpc.aio.AioRpcError as exc:
+            self._retired.remove(endpoint)
+            await _close(endpoint)
+            raise ConfigError(f"own socket {path} does not answer: {exc.details()}") from exc
+        self._retired.remove(endpoint)
+        if self._current is not None:
+            self._retired.append(self._current)
+        self._current = endpoint
+        self._events.emit(EventKind.SERVING, endpoint=path)
+
+    async def retire_old(self) -> None:
+        # Unlisted only once closed: if stop() cancels us mid-way, it closes the rest.
+        while self._retired:
+            endpoint = self._retired[0]
+            await _close(endpoint)
+            self._retired.remove(endpoint)
+
+    async def close_all(self) -> None:
+        endpoints = [*self._retired, *([self._current] if self._current else [])]
+        self._retired, self._current = [], None
+        for endpoint in endpoints:
+            await _close(endpoint)
+
+
+async def _check_answers(path: str) -> None:
+    async with grpc.aio.insecure_channel(f"unix://{path}") as channel:
+        await dp_grpc.DevicePluginStub(channel).GetDevicePluginOptions(
+            dp.Empty(), timeout=DIAL_TIMEOUT_S, wait_for_ready=True
+        )
+
+
+async def _close(endpoint: _Endpoint) -> None:
+    endpoint.service.close()
+    await endpoint.server.stop(grace=1.0)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(endpoint.path)
