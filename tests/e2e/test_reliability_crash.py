@@ -8,7 +8,10 @@ Two seeded harnesses, both with real processes and real SIGKILLs (see tests/reli
 
 After every kill the next process checks the invariants: every pod reported admitted (Running) that is
 still active keeps exactly its devices; no device belongs to two pods; the checkpoint verifies; no
-temporary checkpoint file is left behind. KUBEDEVICE_CRASH_SOAK=N multiplies the lifetimes (a soak).
+temporary checkpoint file is left behind. The daemon's pods include some that hold no device (zero
+requests, and pods admitted before the plugin of their resource first registered): no pod ever reported
+Running is failed by a restart (all lifetimes run in the same boot).
+KUBEDEVICE_CRASH_SOAK=N multiplies the lifetimes (a soak).
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ DAEMON_SEEDS = (5,)
 DAEMON_LIFETIMES = 40 * SOAK
 GPU = "example.com/gpu"
 GPU_DEVICES = 6
+#: A resource whose plugin starts only at this lifetime: pods asking for it before run without devices.
+LATE = "example.com/late"
+LATE_PLUGIN_LIFE = 12
 
 
 @pytest.fixture
@@ -62,6 +68,8 @@ class Ledger:
     admitted: dict[str, list[str]] = field(default_factory=dict)
     #: Admissions whose answer the kill cut off: either outcome is fine, but it must be consistent.
     in_doubt: set[str] = field(default_factory=set)
+    #: Every pod ever reported Running (devices or none) whose manifest is still there.
+    ran: set[str] = field(default_factory=set)
     kill_points: int = 0
     checks: int = 0
     violations: list[str] = field(default_factory=list)
@@ -229,6 +237,15 @@ def _daemon_lifetime(
         # Only pods whose manifest is still there must keep their devices; the rest are garbage-collected.
         ledger.admitted = {n: d for n, d in ledger.admitted.items() if n in present}
         ledger.check_restored(life, {n: d for n, d in _running(pods).items()})
+        ledger.ran &= present
+        phases = {p["name"]: p for p in pods}
+        for name in sorted(ledger.ran):
+            pod = phases.get(name, {})
+            if pod.get("phase") != "Running":
+                ledger.violations.append(
+                    f"life {life}: pod {name} was Running before the restart and is now "
+                    f"{pod.get('phase')}: {pod.get('message')}"
+                )
         _check_files(ledger, life, paths.plugin_dir)
         state_temps = _state_temp_files(paths.root)
         if len(state_temps) > 1:  # one may be the write in progress
@@ -240,7 +257,12 @@ def _daemon_lifetime(
                 ledger.admitted.pop(gone, None)
             else:
                 name = f"p{life}x{rng.randrange(1000)}"
-                text = pod_manifest(name, {GPU: rng.randint(1, 2)}, extra_meta=f"\n  uid: uid-{name}")
+                draw = rng.random()
+                # Mostly GPU pods; some zero requests and some for the late plugin's resource.
+                limits = (
+                    {GPU: '"0"'} if draw < 0.2 else {LATE: 1} if draw < 0.35 else {GPU: rng.randint(1, 2)}
+                )
+                text = pod_manifest(name, limits, extra_meta=f"\n  uid: uid-{name}")
                 tmp = paths.manifests / f".{name}.tmp"
                 tmp.write_text(text)
                 os.replace(tmp, paths.manifests / f"{name}.yaml")
@@ -270,8 +292,8 @@ async def _record_running(paths: NodePaths, ledger: Ledger, seconds: float) -> s
         except StatusClientError:
             return "died"
         for name, devices in _running(pods).items():
-            # A pod admitted before its plugin registered runs without devices (the kubelet drops extended
-            # resources the node does not have) and is admitted again after a restart: nothing to keep.
+            ledger.ran.add(name)
+            # A pod without GPU devices (a zero request, the late resource) has nothing in the ledger.
             if devices:
                 ledger.admitted.setdefault(name, devices)
         await asyncio.sleep(0.02)
@@ -299,6 +321,20 @@ def test_node_daemon_survives_sigkill_while_pods_come_and_go(forks: ForkServer, 
         paths.root / "plugin.log",
     )
     for life in range(DAEMON_LIFETIMES):
+        if life == LATE_PLUGIN_LIFE:
+            forks.spawn(
+                [
+                    "plugin",
+                    "fake",
+                    "--resource",
+                    LATE,
+                    "--devices",
+                    "4",
+                    "--plugin-dir",
+                    str(paths.plugin_dir),
+                ],
+                paths.root / "late-plugin.log",
+            )
         _daemon_lifetime(forks, paths, rng, ledger, life, names)
         if life % 10 == 9:
             _verify_with_cli(forks, ledger, paths.root, paths.checkpoint)
@@ -306,3 +342,4 @@ def test_node_daemon_survives_sigkill_while_pods_come_and_go(forks: ForkServer, 
     assert ledger.kill_points == DAEMON_LIFETIMES
     assert ledger.violations == [], "\n".join(ledger.violations[:20])
     assert ledger.admitted, "no pod was ever reported Running: the harness tested nothing"
+    assert ledger.ran - set(ledger.admitted), "no pod without devices ran through a restart"

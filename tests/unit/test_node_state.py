@@ -12,17 +12,30 @@ POD = SavedPod(
 
 async def test_round_trip_and_atomic_write(tmp_path: Path) -> None:
     path = tmp_path / "state.json"
-    await PodStateFile(path).save({"uid-1": POD})
+    await PodStateFile(path).save(lambda: {"uid-1": POD})
     assert PodStateFile(path).load() == {"uid-1": POD}
     assert os.listdir(tmp_path) == ["state.json"]  # no temp file left behind
     assert json.loads(path.read_text())["version"] == 1
 
 
-async def test_concurrent_saves_leave_the_last_state(tmp_path: Path) -> None:
+async def test_concurrent_saves_share_writes_and_each_sees_its_state_on_disk(tmp_path: Path) -> None:
     store = PodStateFile(tmp_path / "state.json")
-    states = [{f"uid-{i}": POD} for i in range(5)]
-    await asyncio.gather(*(store.save(s) for s in states))
-    assert store.load() == states[-1]
+    live: dict[str, SavedPod] = {}
+    snapshots: list[dict[str, SavedPod]] = []
+
+    def snapshot() -> dict[str, SavedPod]:
+        snapshots.append(dict(live))
+        return dict(live)
+
+    async def change_and_save(i: int) -> None:
+        live[f"uid-{i}"] = POD
+        await store.save(snapshot)
+        # Returned only once a write that began after this change is on disk.
+        assert f"uid-{i}" in PodStateFile(tmp_path / "state.json").load()
+
+    await asyncio.gather(*(change_and_save(i) for i in range(20)))
+    assert store.load() == live
+    assert len(snapshots) < 20  # group commit: saves asked for during a write shared the next one
 
 
 def test_missing_or_unreadable_files_are_empty(tmp_path: Path) -> None:
@@ -43,12 +56,12 @@ async def test_the_boot_id_is_kept_and_read_back(tmp_path: Path) -> None:
     path = tmp_path / "state.json"
     first = PodStateFile(path, boot_id="boot-a")
     assert first.load() == {} and first.saved_boot_id is None  # no file: no previous boot known
-    await first.save({})  # written even with no pods, so the next start knows the boot
+    await first.save(dict)  # written even with no pods, so the next start knows the boot
     assert json.loads(path.read_text())["bootID"] == "boot-a"
     second = PodStateFile(path, boot_id="boot-b")
     second.load()
     assert second.saved_boot_id == "boot-a"  # the daemon compares this with its own boot
-    await second.save({})
+    await second.save(dict)
     assert json.loads(path.read_text())["bootID"] == "boot-b"
 
 

@@ -21,12 +21,16 @@ class ContainerStart:
         self._pre_start_timeout = pre_start_timeout
 
     async def get_device_run_container_options(
-        self, pod: Pod, container: Container
+        self, pod: Pod, container: Container, *, already_running: bool = False
     ) -> RunContainerOptions | None:
-        """The run options of a starting container (SPEC §6.1); PreStartContainer first when asked for.
+        """The run options of a starting container; PreStartContainer first when asked for.
 
+        A container `already_running` (it survived a restart of the manager) was started long ago: its
+        options are its cached allocate responses, with no PreStartContainer and no re-allocation.
         Raises RunOptionsError (the container cannot start) or AdmissionError (re-allocation failed).
         """
+        if already_running:
+            return self._cached_options(pod, container)
         needs_reallocate = False
         active = set(self._allocator.active_pods()) if self._allocator.active_pods is not None else None
         for resource in sorted(container.limits):
@@ -39,6 +43,9 @@ class ContainerStart:
                 needs_reallocate = True
         if needs_reallocate:
             await self._allocator.allocate(pod, container)
+        return self._cached_options(pod, container)
+
+    def _cached_options(self, pod: Pod, container: Container) -> RunContainerOptions | None:
         resources = self._state.pod_devices.container_resources(pod.uid, container.name)
         if resources is None:
             return None

@@ -226,10 +226,12 @@ class DeviceManager:
         return self._hints.get_topology_hints(pod, container)
 
     async def get_device_run_container_options(
-        self, pod: Pod, container: Container
+        self, pod: Pod, container: Container, *, already_running: bool = False
     ) -> RunContainerOptions | None:
-        """The run options of a starting container; PreStartContainer first when the plugin asks for it."""
-        return await self._container_start.get_device_run_container_options(pod, container)
+        """A starting container's run options (PreStartContainer first when the plugin asks for it)."""
+        return await self._container_start.get_device_run_container_options(
+            pod, container, already_running=already_running
+        )
 
     def get_capacity(self) -> tuple[dict[str, int], dict[str, int], list[str]]:
         """(capacity, allocatable, deleted resources); drops resources past the stop grace period."""

@@ -18,14 +18,18 @@ async def admit(
 ) -> dict[str, RunContainerOptions | None]:
     """Allocate every container's devices, then start each one: its run options (PreStartContainer first).
 
-    `already_running` is for a pod found in the checkpoint after a restart: it keeps its devices without
-    any check (the manager's fast path). Raises the manager's AdmissionError or RunOptionsError.
+    `already_running` is for a pod that was Running before a restart of the daemon (same boot): its
+    containers keep what they hold without any check, as the kubelet's do (its `isContainerAlreadyRunning`),
+    and their run options are the cached ones (they started long ago: no PreStartContainer).
+    Raises the manager's AdmissionError or RunOptionsError.
     """
     for container in _starting_order(pod):
         await manager.allocate(pod, container, already_running=already_running)
     options: dict[str, RunContainerOptions | None] = {}
     for container in _starting_order(pod):
-        options[container.name] = await manager.get_device_run_container_options(pod, container)
+        options[container.name] = await manager.get_device_run_container_options(
+            pod, container, already_running=already_running
+        )
     return options
 
 

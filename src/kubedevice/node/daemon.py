@@ -197,7 +197,7 @@ class NodeDaemon:
             await self.manager.stop()
         if self._sync is not None:
             with contextlib.suppress(OSError):
-                await self._state.save(self._sync.terminated_pods())
+                await self._state.save(self._sync.remembered_pods)
         for path in (self.paths.status_socket, self.paths.pod_resources_socket):
             with contextlib.suppress(OSError):
                 path.unlink()

@@ -62,6 +62,8 @@ class PodSync:
         self._admission_locks: dict[str, asyncio.Lock] = {}
         self._admissions: dict[str, asyncio.Task[None]] = {}
         self._waiting: set[str] = set()
+        #: Pods admitted without devices whose Running state is being saved before it is reported.
+        self._starting: set[str] = set()
         self._scan_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -95,7 +97,7 @@ class PodSync:
             self.pods.add(record)
             if self._restore_terminated(record, saved.get(m.uid)):
                 continue
-            if m.uid in checkpointed and not rebooted:
+            if not rebooted and (m.uid in checkpointed or _was_running(saved.get(m.uid), m)):
                 await self._restore_running(manager, record)
             else:
                 new.append(record)
@@ -122,14 +124,18 @@ class PodSync:
         return False
 
     async def _restore_running(self, manager: DeviceManager, record: PodRecord) -> None:
-        """A pod that held devices before the restart keeps them without a new admission (SPEC §8.1)."""
+        """A pod that was Running before the restart (same boot) goes on without a new admission.
+
+        Its containers are still running, so they keep what they hold, devices or none, with no health
+        or registration check: the kubelet's already-running path, which a restart must never fail.
+        """
         try:
             record.run_options = await admit(manager, record.pod, already_running=True)
         except DeviceManagerError as err:
             self._fail(record, str(err))
             return
         record.phase = "Running"
-        log.info("pod %s kept its devices across the restart: Running", _name(record.pod))
+        log.info("pod %s was running before the restart: Running", _name(record.pod))
 
     def _is_manifest_event(self, name: str, mask: Mask) -> bool:
         if name.startswith(".") or not name.endswith(MANIFEST_SUFFIXES):
@@ -247,14 +253,21 @@ class PodSync:
                 self._fail(record, str(err))
             else:
                 record.run_options = options
+                if all(o is None for o in options.values()):
+                    # No checkpoint entry says it runs: save that before anyone is told it does.
+                    self._starting.add(record.uid)
+                    try:
+                        await self._save_state()
+                    finally:
+                        self._starting.discard(record.uid)
                 record.phase = "Running"
                 self._metrics.admissions.inc()
                 log.info("pod %s admitted: Running", _name(record.pod))
             if self.pods.get(record.uid) is not record or not record.active:
                 self._release()  # removed while admitting, or failed part-way: free what it got
         if not record.active:
-            # Only a pod that ended Failed changes the state file; a Running pod's devices are in the
-            # checkpoint, and a removed pod was saved by the scan that removed it.
+            # A Running pod was saved above or is in the checkpoint; a removed pod was saved by the scan
+            # that removed it; a pod that ended Failed is saved now.
             await self._save_state()
 
     def _fail(self, record: PodRecord, message: str) -> None:
@@ -271,19 +284,32 @@ class PodSync:
             log.info("manifest %s: no longer reported (fixed or removed)", file)
         self.bad_files = dict(errors)
 
-    def terminated_pods(self) -> dict[str, SavedPod]:
-        """What the state file keeps: the Failed and Succeeded pods, which a restart must not admit.
+    def remembered_pods(self) -> dict[str, SavedPod]:
+        """What the state file keeps: the pods a restart cannot learn from the checkpoint.
 
-        Pending and Running pods are left out: a restart admits them again anyway (a Running pod keeps
-        the devices of its checkpoint entry), so rewriting the file for each admission bought nothing.
+        Failed and Succeeded pods (a restart must not admit them again) and Running pods that hold no
+        checkpoint entry (a restart must not fail them). A Running pod with devices is in the checkpoint,
+        and a Pending pod is admitted again anyway, so neither costs a write.
         """
-        return {record.uid: record.saved() for record in self.pods if not record.active}
+        with_devices = self._manager.pod_uids()
+        kept = {record.uid: record.saved() for record in self.pods if not record.active}
+        for record in self.pods:
+            if record.uid in self._starting:
+                kept[record.uid] = record.saved("Running")
+            elif record.phase == "Running" and record.uid not in with_devices:
+                kept[record.uid] = record.saved()
+        return kept
 
     async def _save_state(self) -> None:
         try:
-            await self._state.save(self.terminated_pods())
+            await self._state.save(self.remembered_pods)
         except OSError as err:
             log.error("cannot write the pod state file %s: %s", self.paths.state_file, err)
+
+
+def _was_running(saved: SavedPod | None, manifest: PodManifest) -> bool:
+    """The state file says this very pod version was Running (one without a checkpoint entry)."""
+    return saved is not None and saved.phase == "Running" and saved.digest == manifest.digest
 
 
 def _name(pod: Pod) -> str:

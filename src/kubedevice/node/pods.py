@@ -40,11 +40,11 @@ class PodRecord:
         """The kubelet's "active pod": not terminated, so its devices are kept."""
         return self.phase in _ACTIVE_PHASES
 
-    def saved(self) -> SavedPod:
+    def saved(self, phase: PodPhase | None = None) -> SavedPod:
         return SavedPod(
             namespace=self.pod.namespace,
             name=self.pod.name,
-            phase=self.phase,
+            phase=phase or self.phase,
             reason=self.reason,
             message=self.message,
             digest=self.manifest.digest,

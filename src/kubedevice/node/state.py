@@ -1,10 +1,14 @@
-"""The daemon's small memory of pod phases, so a restart does not admit Failed or Succeeded pods again.
+"""The daemon's small memory of pod phases, so a restart neither admits Failed or Succeeded pods again
+nor fails a pod that was Running.
 
-Devices are remembered by the device manager's checkpoint; this file only keeps what the kubelet would
-learn back from the API server for the pods a restart must not admit again: each Failed or Succeeded
-pod's phase, reason and message, and which manifest content it had. So it changes only when a pod
-terminates or is tried again, not on every admission. It is written atomically (temp file, fsync,
-rename) from a thread.
+Devices are remembered by the device manager's checkpoint, and a pod with a checkpoint entry is known to
+have been Running from that alone. This file keeps the rest of what the kubelet would learn back from the
+API server and the container runtime: each Failed or Succeeded pod's phase, reason and message, each
+Running pod that holds no device (a zero request, or admitted before its plugin registered), the
+manifest content each had, and the boot they ran in. So it changes when a pod terminates or is tried
+again, or when a pod without devices starts Running, never for an admission that wrote the checkpoint.
+It is written atomically (temp file, fsync, rename) from a thread, one write at a time, and saves asked
+for while a write runs share the next one (group commit).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import logging
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +55,9 @@ class PodStateFile:
         self.saved_boot_id: str | None = None
         self._lock = asyncio.Lock()
         self._last_written: dict[str, SavedPod] | None = None
+        #: Saves asked for, and the number of the last one a finished write covered (group commit).
+        self._requested = 0
+        self._covered = 0
 
     def load(self) -> dict[str, SavedPod]:
         """The saved pods; a missing file is empty, an unreadable one is logged and treated as empty.
@@ -79,15 +87,23 @@ class PodStateFile:
         self._last_written = dict(pods)
         return pods
 
-    async def save(self, pods: dict[str, SavedPod]) -> None:
-        """Write `pods` unless it equals what was last written."""
+    async def save(self, snapshot: Callable[[], dict[str, SavedPod]]) -> None:
+        """Return once a write that began after this call has finished (or found nothing to change).
+
+        `snapshot` is called when that write begins, so saves asked for while one runs share the next.
+        """
+        self._requested += 1
+        mine = self._requested
         async with self._lock:
-            if pods == self._last_written and self.saved_boot_id == self.boot_id:
+            if self._covered >= mine:
                 return
-            snapshot = dict(pods)
-            await asyncio.to_thread(_write_atomic, self.path, snapshot, self.boot_id)
-            self.saved_boot_id = self.boot_id
-            self._last_written = snapshot
+            covers = self._requested
+            pods = snapshot()
+            if pods != self._last_written or self.saved_boot_id != self.boot_id:
+                await asyncio.to_thread(_write_atomic, self.path, pods, self.boot_id)
+                self.saved_boot_id = self.boot_id
+                self._last_written = pods
+            self._covered = covers
 
 
 #: What tempfile.mkstemp(prefix=".", suffix=".tmp") names the files _write_atomic creates.
