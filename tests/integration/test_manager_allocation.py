@@ -16,6 +16,7 @@ from kubedevice.manager import (
     RunOptionsError,
     TopologyHint,
 )
+from kubedevice.topology.scope import HintStore
 from tests.integration.fakeplugin import (
     FakePlugin,
     default_allocate,
@@ -210,19 +211,41 @@ async def test_numa_affinity_is_honoured(root: Path) -> None:
     devices = [device(f"n0-{i}", numa=[0]) for i in range(2)] + [
         device(f"n1-{i}", numa=[1]) for i in range(3)
     ]
-    async with running_manager(root) as m:
+    store = HintStore()  # what the topology manager chose, read back while devices are picked
+    store.set_hint("pod-1", "c", TopologyHint.of((1,), True))
+    async with running_manager(root, affinity=store) as m:
         plugin = FakePlugin(m.plugin_dir / "p.sock", R, devices)
         async with serving(plugin):
             await registered(m, plugin)
-            c = Container("c", {R: 2}, numa_affinity=frozenset({1}))
+            c = Container("c", {R: 2})
             await m.allocate(Pod("pod-1", containers=[c]), c)
             assert held(m, "pod-1", "c") <= {"n1-0", "n1-1", "n1-2"}
             assert set(m.get_devices("pod-1", "c")[R].values()) == {(1,)}  # type: ignore[index]
             hints = m.get_topology_hints(Pod("pod-2", containers=[c]), c)
             # Node 1 has one free device left: node 0 alone fits, and is the narrowest.
-            assert hints == {R: [TopologyHint(frozenset({0}), True), TopologyHint(frozenset({0, 1}), False)]}
+            assert hints == {
+                R: [
+                    TopologyHint.of((0,), True),
+                    TopologyHint.of(
+                        (
+                            0,
+                            1,
+                        ),
+                        False,
+                    ),
+                ]
+            }
             hints = m.get_topology_hints(Pod("pod-1", containers=[c]), c)  # already allocated: regenerate
-            assert hints[R] == [TopologyHint(frozenset({1}), True), TopologyHint(frozenset({0, 1}), False)]
+            assert hints[R] == [
+                TopologyHint.of((1,), True),
+                TopologyHint.of(
+                    (
+                        0,
+                        1,
+                    ),
+                    False,
+                ),
+            ]
             big = Container("big", {R: 4})
             assert m.get_topology_hints(Pod("pod-3", containers=[big]), big) == {R: []}
 

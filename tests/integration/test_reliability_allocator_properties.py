@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
-from kubedevice.manager import AdmissionError, Container, DeviceManager, Pod
+from kubedevice.manager import AdmissionError, Container, DeviceManager, Pod, TopologyHint
+from kubedevice.topology.scope import HintStore
 from tests.integration.fakeplugin import FakePlugin, device
 from tests.waiting import short_tempdir
 
@@ -68,7 +69,8 @@ async def _run(
 
     options = dp.DevicePluginOptions(get_preferred_allocation_available=preference is not None)
     plugin = FakePlugin(root / "dp" / "prop.sock", R, listed, options=options, preferred=prefer)
-    manager = DeviceManager(root / "dp")
+    store = HintStore()
+    manager = DeviceManager(root / "dp", affinity=store)
     await manager.start()
     try:
         await plugin.start()
@@ -77,13 +79,16 @@ async def _run(
             await manager.wait_for_change(manager.version)
         held: dict[str, set[str]] = {}  # "pod/container" -> devices
         for i, req in enumerate(requests):
-            init = [Container("init", {R: req.init}, numa_affinity=req.affinity)] if req.init else []
+            hint = TopologyHint.of(tuple(req.affinity) if req.affinity else None, True)
+            for name in ("init", "app"):
+                store.set_hint(f"pod{i}", name, hint)
+            init = [Container("init", {R: req.init})] if req.init else []
             pod = Pod(
                 uid=f"pod{i}",
                 namespace="default",
                 name=f"pod{i}",
                 init_containers=init,
-                containers=[Container("app", {R: req.app}, numa_affinity=req.affinity)],
+                containers=[Container("app", {R: req.app})],
             )
             taken = set().union(*held.values()) if held else set()
             for container in [*pod.init_containers, *pod.containers]:

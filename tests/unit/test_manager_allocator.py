@@ -56,12 +56,24 @@ def test_topology_hints_prefer_the_narrowest_masks() -> None:
     available = {"a0", "a1", "b0", "b1"}
     hints = generate_topology_hints([0, 1], devices, available, set(), 2)
     assert hints == [
-        TopologyHint(frozenset({0}), True),
-        TopologyHint(frozenset({1}), True),
-        TopologyHint(frozenset({0, 1}), False),
+        TopologyHint.of((0,), True),
+        TopologyHint.of((1,), True),
+        TopologyHint.of(
+            (
+                0,
+                1,
+            ),
+            False,
+        ),
     ]
     assert generate_topology_hints([0, 1], devices, available, set(), 3) == [
-        TopologyHint(frozenset({0, 1}), True)
+        TopologyHint.of(
+            (
+                0,
+                1,
+            ),
+            True,
+        )
     ]
     assert generate_topology_hints([0, 1], devices, available, set(), 5) == []
 
@@ -70,14 +82,31 @@ def test_topology_hints_count_unhealthy_devices_for_the_narrowest_size() -> None
     """minAffinitySize looks at every device, so a node that could fit when healthy stays "preferred"."""
     devices = resource({"a0": [0], "a1": [0], "b0": [1], "b1": [1]}, unhealthy=frozenset({"a1"}))
     hints = generate_topology_hints([0, 1], devices, {"a0", "b0", "b1"}, set(), 2)
-    assert hints == [TopologyHint(frozenset({1}), True), TopologyHint(frozenset({0, 1}), False)]
+    assert hints == [
+        TopologyHint.of((1,), True),
+        TopologyHint.of(
+            (
+                0,
+                1,
+            ),
+            False,
+        ),
+    ]
 
 
 def test_topology_hints_keep_reusable_devices_inside_the_mask() -> None:
     devices = resource({"a0": [0], "b0": [1], "b1": [1]})
     hints = generate_topology_hints([0, 1], devices, {"b0", "b1"}, {"a0"}, 2)
     # Every hint must contain node 0, where the reusable device is.
-    assert hints == [TopologyHint(frozenset({0, 1}), False)]
+    assert hints == [
+        TopologyHint.of(
+            (
+                0,
+                1,
+            ),
+            False,
+        )
+    ]
 
 
 def test_picker_takes_in_order_and_reserves() -> None:

@@ -10,8 +10,6 @@ kind: Pod
 metadata:
   name: trainer
   namespace: ml
-  annotations:
-    kubedevice.io/numa-affinity: "0,1"
 spec:
   initContainers:
   - name: setup
@@ -38,7 +36,6 @@ def test_parses_a_pod_with_init_containers_and_sidecars() -> None:
     ]
     [train] = pod.containers
     assert train.limits == {"example.com/gpu": 2}  # cpu and memory are not the device manager's
-    assert train.numa_affinity == frozenset({0, 1})
 
 
 def test_editing_the_file_makes_a_new_pod_unless_the_uid_is_given() -> None:
@@ -60,7 +57,9 @@ def test_several_documents_json_lists_and_succeeded_pods() -> None:
     )
     [j] = parse_manifest("j.json", as_json)
     assert (j.pod.namespace, j.pod.name, j.succeeded) == ("default", "j", True)
-    annotated = GOOD.replace(b"annotations:\n", b'annotations:\n    kubedevice.io/phase: "Succeeded"\n')
+    annotated = GOOD.replace(
+        b"  namespace: ml\n", b'  namespace: ml\n  annotations:\n    kubedevice.io/phase: "Succeeded"\n'
+    )
     assert parse_manifest("a.yaml", annotated)[0].succeeded
 
 
@@ -91,7 +90,6 @@ def test_several_documents_json_lists_and_succeeded_pods() -> None:
             GOOD.replace(b"example.com/gpu: 2,", b"Example.com/gpu: 2,"),
             "not a valid extended resource",
         ),
-        ("bad.yaml", GOOD.replace(b'"0,1"', b'"zero"'), "numa-affinity must list NUMA node numbers"),
         ("bad.yaml", GOOD.replace(b"name: setup", b"name: train"), "container name 'train' is used twice"),
         (
             "bad.yaml",

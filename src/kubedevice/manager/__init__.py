@@ -3,7 +3,7 @@
 Public API: :class:`DeviceManager` and the plain data it takes and returns.
 """
 
-from kubedevice.manager.allocator import ActivePods, AffinityProvider
+from kubedevice.manager.allocator import ActivePods, AffinityStore
 from kubedevice.manager.errors import (
     AdmissionError,
     DeviceManagerError,
@@ -27,7 +27,7 @@ from kubedevice.manager.types import (
 __all__ = [
     "ActivePods",
     "AdmissionError",
-    "AffinityProvider",
+    "AffinityStore",
     "Change",
     "Container",
     "DeviceInfo",

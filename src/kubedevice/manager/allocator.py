@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.checkpoint.writer import CheckpointWriteError, CheckpointWriter
@@ -24,12 +25,17 @@ from kubedevice.manager.free_devices import FreeDevices, Picker
 from kubedevice.manager.metrics import ManagerMetrics
 from kubedevice.manager.pod_devices import DevicesPerNuma
 from kubedevice.manager.state import ManagerState
-from kubedevice.manager.types import Change, Container, Pod
+from kubedevice.manager.types import Change, Container, Pod, TopologyHint
 
 log = logging.getLogger(__name__)
 
-#: (pod UID, container name) -> NUMA affinity chosen by a topology manager; None = no preference.
-AffinityProvider = Callable[[str, str], frozenset[int] | None]
+
+class AffinityStore(Protocol):
+    """The topology manager's store of chosen hints (the kubelet's topologymanager.Store)."""
+
+    def get_affinity(self, pod_uid: str, container_name: str) -> TopologyHint: ...
+
+
 #: UIDs of the pods that are active now (the kubelet's activePods()).
 ActivePods = Callable[[], Iterable[str]]
 
@@ -57,7 +63,7 @@ class Allocator:
         timeouts: CallTimeouts,
         *,
         active_pods: ActivePods | None,
-        affinity: AffinityProvider | None,
+        affinity: AffinityStore | None,
     ) -> None:
         self._state = state
         self._writer = writer
@@ -314,11 +320,10 @@ class Allocator:
         return filter_by_affinity(self.available(resource), self._state.devices[resource], affinity)
 
     def _affinity_of(self, pod: Pod, container: Container) -> frozenset[int] | None:
-        if container.numa_affinity is not None:
-            return container.numa_affinity
-        if self._affinity is not None:
-            return self._affinity(pod.uid, container.name)
-        return None
+        if self._affinity is None:
+            return None
+        nodes = self._affinity.get_affinity(pod.uid, container.name).nodes()
+        return None if nodes is None else frozenset(nodes)
 
     def _asks_preferred(self, resource: str) -> bool:
         """Whether allocation must go through `_preferred_allocation` (which also reports a lost endpoint)."""

@@ -30,7 +30,7 @@ from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from kubedevice.checkpoint import CheckpointStore
 from kubedevice.checkpoint.writer import CheckpointWriter
 from kubedevice.manager import capacity, resource_status
-from kubedevice.manager.allocator import ActivePods, AffinityProvider, Allocator, CallTimeouts
+from kubedevice.manager.allocator import ActivePods, AffinityStore, Allocator, CallTimeouts
 from kubedevice.manager.changes import ChangeListener
 from kubedevice.manager.checkpoint_restore import restore_checkpoint
 from kubedevice.manager.container_start import ContainerStart
@@ -62,8 +62,10 @@ class DeviceManager:
     `plugin_dir` holds kubelet.sock, the plugin sockets and the checkpoint. `plugins_registry`, when
     given, is watched for probe-mode plugins. `active_pods` lets allocation and run options drop the
     allocations of pods that are gone, as the kubelet does; without it only explicit
-    `update_allocated_devices` calls do. `sources_ready` mirrors the kubelet's notion: while False,
-    nothing is garbage-collected and restarted containers take the fast path.
+    `update_allocated_devices` calls do. `affinity` is the topology manager's hint store, read when
+    devices are picked; `numa_nodes` the machine's NUMA nodes, over which topology hints are made.
+    `sources_ready` mirrors the kubelet's notion: while False, nothing is garbage-collected and
+    restarted containers take the fast path.
     """
 
     def __init__(
@@ -83,7 +85,7 @@ class DeviceManager:
         notify_timeout: float = NOTIFY_REGISTRATION_STATUS_TIMEOUT_S,
         watch_interval: float = 0.15,
         active_pods: ActivePods | None = None,
-        affinity: AffinityProvider | None = None,
+        affinity: AffinityStore | None = None,
         numa_nodes: Iterable[int] | None = None,
         clock: Callable[[], float] = time.monotonic,
         checkpoint_fault: Callable[[str], None] | None = None,
@@ -224,6 +226,15 @@ class DeviceManager:
     def get_topology_hints(self, pod: Pod, container: Container) -> dict[str, list[TopologyHint] | None]:
         """Per device-plugin resource of the container: None (no preference) or the hints."""
         return self._hints.get_topology_hints(pod, container)
+
+    def get_pod_topology_hints(self, pod: Pod) -> dict[str, list[TopologyHint] | None]:
+        """Per device-plugin resource of the whole pod (pod scope): None (no preference) or the hints."""
+        return self._hints.get_pod_topology_hints(pod)
+
+    def mark_running(self, containers: Iterable[tuple[str, str]]) -> None:
+        """(pod UID, container name) pairs found running after start: while `sources_ready` is False they
+        keep their checkpointed devices without any check, however they are admitted again."""
+        self._allocator.startup_running = self._allocator.startup_running | frozenset(containers)
 
     async def get_device_run_container_options(
         self, pod: Pod, container: Container, *, already_running: bool = False

@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from kubedevice.topology.hint import TopologyHint
+
+__all__ = ["TopologyHint"]  # the topology manager's hint, which the device manager's hints are
+
 #: The restart policy that makes an init container a sidecar (a "restartable init container").
 RESTART_POLICY_ALWAYS = "Always"
 
@@ -20,8 +24,6 @@ class Container:
     name: str
     limits: dict[str, int] = field(default_factory=dict)
     restart_policy: str | None = None
-    #: NUMA nodes the topology manager chose for this container; None means no preference.
-    numa_affinity: frozenset[int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,14 +67,6 @@ class RunContainerOptions:
     devices: list[DeviceInfo] = field(default_factory=list)
     annotations: list[tuple[str, str]] = field(default_factory=list)
     cdi_devices: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class TopologyHint:
-    """A set of NUMA nodes that can satisfy a request, and whether it is among the narrowest (SPEC §5.5)."""
-
-    numa_affinity: frozenset[int]
-    preferred: bool
 
 
 EndpointState = Literal["running", "stopped"]

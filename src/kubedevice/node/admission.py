@@ -1,11 +1,26 @@
-"""Admitting a pod the kubelet's way: devices for every container, then each container's run options."""
+"""Admitting a pod the kubelet's way: the topology manager's admit (hints, merge, devices for every
+container), then each container's run options."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
-from kubedevice.manager import Container, DeviceManager, Pod, RunContainerOptions
+from kubedevice.manager import Container, DeviceManager, DeviceManagerError, Pod, RunContainerOptions
+from kubedevice.manager.topology_hints import pod_device_requests
+from kubedevice.topology import TopologyManager
+
+log = logging.getLogger(__name__)
+
+
+class PodRejected(Exception):
+    """An admit handler refused the pod: the kubelet's status reason and message."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
 
 
 def _starting_order(pod: Pod) -> list[Container]:
@@ -14,17 +29,33 @@ def _starting_order(pod: Pod) -> list[Container]:
 
 
 async def admit(
-    manager: DeviceManager, pod: Pod, *, already_running: bool = False
+    topology: TopologyManager, manager: DeviceManager, pod: Pod, *, already_running: bool = False
 ) -> dict[str, RunContainerOptions | None]:
-    """Allocate every container's devices, then start each one: its run options (PreStartContainer first).
+    """The topology manager admits the pod (hints merged and stored, then every container's devices),
+    then each container starts: its run options (PreStartContainer first).
 
-    `already_running` is for a pod that was Running before a restart of the daemon (same boot): its
-    containers keep what they hold without any check, as the kubelet's do (its `isContainerAlreadyRunning`),
-    and their run options are the cached ones (they started long ago: no PreStartContainer).
-    Raises the manager's AdmissionError or RunOptionsError.
+    `already_running` is for a pod that was Running before a restart of the daemon (same boot): it is
+    admitted again as the kubelet does, so its hints are regenerated from what it holds, but its containers
+    keep what they hold without any check (the kubelet's `isContainerAlreadyRunning`) and their run
+    options are the cached ones (no PreStartContainer); a restart never fails it, even when the topology
+    manager would now refuse it. Raises PodRejected, or the manager's AdmissionError or RunOptionsError
+    with its own text.
     """
-    for container in _starting_order(pod):
-        await manager.allocate(pod, container, already_running=already_running)
+    if already_running:
+        manager.mark_running((pod.uid, c.name) for c in _starting_order(pod))
+    result = await topology.admit(pod)
+    if not result.admit:
+        if already_running:
+            log.warning(
+                "pod %s/%s keeps running after the restart although %s",
+                pod.namespace,
+                pod.name,
+                result.message,
+            )
+        elif isinstance(result.error, DeviceManagerError):
+            raise result.error
+        else:
+            raise PodRejected(result.reason, f"Pod was rejected: {result.message}")
     options: dict[str, RunContainerOptions | None] = {}
     for container in _starting_order(pod):
         options[container.name] = await manager.get_device_run_container_options(
@@ -35,20 +66,7 @@ async def admit(
 
 def device_needs(pod: Pod) -> dict[str, int]:
     """Devices the pod needs at its peak: the larger of any init container and all the rest together."""
-    needs: dict[str, int] = {}
-    running: dict[str, int] = {}
-    for c in pod.init_containers:
-        for resource, count in c.limits.items():
-            needs[resource] = max(needs.get(resource, 0), running.get(resource, 0) + count)
-        if c.restart_policy == "Always":
-            for resource, count in c.limits.items():
-                running[resource] = running.get(resource, 0) + count
-    for c in pod.containers:
-        for resource, count in c.limits.items():
-            running[resource] = running.get(resource, 0) + count
-    for resource, count in running.items():
-        needs[resource] = max(needs.get(resource, 0), count)
-    return {r: n for r, n in needs.items() if n > 0}
+    return {r: n for r, n in pod_device_requests(pod).items() if n > 0}
 
 
 def missing_devices(manager: DeviceManager, pod: Pod) -> dict[str, str]:

@@ -18,6 +18,7 @@ import typer
 from kubedevice.node.daemon import NodeConfig, NodeDaemon, NodeStartError
 from kubedevice.node.durations import parse_duration
 from kubedevice.node.options import EXIT_USAGE, ROOT_HELP, default_root_dir, fail, parse_http_addr
+from kubedevice.topology import TopologyConfig, TopologyConfigError, parse_option_pairs, validate_config
 
 
 def _duration(option: str, text: str) -> float:
@@ -32,6 +33,19 @@ def _positive_duration(option: str, text: str) -> float:
     if seconds <= 0:
         fail(f"{option}: duration {text!r} must be more than zero")
     return seconds
+
+
+def _topology_config(policy: str, scope: str, options: str) -> TopologyConfig:
+    """The kubelet's configuration checks of the three flags, with its texts."""
+    try:
+        validate_config(policy, scope)
+    except TopologyConfigError as err:
+        fail(str(err))
+    try:
+        pairs = parse_option_pairs(options)
+    except ValueError as err:
+        fail(f"--topology-manager-policy-options: {err} — write KEY=VALUE,KEY=VALUE")
+    return TopologyConfig(policy, scope, pairs)
 
 
 def node(
@@ -56,6 +70,24 @@ def node(
         "--plugin-timeout",
         help="Deadline of each Allocate, GetPreferredAllocation and PreStartContainer.",
     ),
+    topology_manager_policy: str = typer.Option(
+        "none",
+        "--topology-manager-policy",
+        help="none, best-effort, restricted or single-numa-node: NUMA alignment of a pod's devices.",
+    ),
+    topology_manager_scope: str = typer.Option(
+        "container", "--topology-manager-scope", help="container or pod: what one NUMA alignment covers."
+    ),
+    topology_manager_policy_options: str = typer.Option(
+        "",
+        "--topology-manager-policy-options",
+        help="KEY=VALUE,...: prefer-closest-numa-nodes=true, max-allowable-numa-nodes=N.",
+    ),
+    numa_nodes: int | None = typer.Option(
+        None,
+        "--numa-nodes",
+        help="Pretend the machine has N NUMA nodes (distance 10 local, 20 remote) [default: from sysfs].",
+    ),
     boot_id: str | None = typer.Option(
         None,
         "--boot-id",
@@ -68,6 +100,11 @@ def node(
         tcp = parse_http_addr(http_addr) if http_addr is not None else None
     except ValueError as err:
         fail(str(err))
+    topology = _topology_config(
+        topology_manager_policy, topology_manager_scope, topology_manager_policy_options
+    )
+    if numa_nodes is not None and numa_nodes < 1:
+        fail(f"--numa-nodes: {numa_nodes} is not a NUMA node count — give 1 or more")
     config = NodeConfig(
         root_dir=root_dir if root_dir is not None else default_root_dir(),
         pod_manifest_path=pod_manifest_path,
@@ -77,6 +114,8 @@ def node(
         allow_symlinks=allow_symlinks,
         plugin_timeout=_positive_duration("--plugin-timeout", plugin_timeout),
         boot_id=boot_id,
+        topology=topology,
+        numa_nodes=numa_nodes,
     )
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

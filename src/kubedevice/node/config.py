@@ -9,7 +9,7 @@ import os
 import random
 import signal
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kubedevice.api.constants import (
@@ -19,6 +19,7 @@ from kubedevice.api.constants import (
     PRE_START_CONTAINER_TIMEOUT_S,
 )
 from kubedevice.checkpoint import WRITE_STAGES
+from kubedevice.topology import TopologyConfig
 
 _DIR_MODE = 0o750
 #: Test-only: "STAGE:PROBABILITY:SEED" makes the daemon SIGKILL itself at that stage of checkpoint writes.
@@ -89,6 +90,10 @@ class NodeConfig:
     status_interval: float = 1.0
     #: This boot's ID instead of the kernel's; a different one than last time means the node rebooted.
     boot_id: str | None = None
+    #: The kubelet's topology manager policy, scope and policy options.
+    topology: TopologyConfig = field(default_factory=TopologyConfig)
+    #: Pretend the machine has this many NUMA nodes (distance 10 local, 20 remote) instead of reading sysfs.
+    numa_nodes: int | None = None
 
 
 class NodeStartError(Exception):

@@ -35,6 +35,8 @@ from kubedevice.node.pod_sync import PodSync
 from kubedevice.node.podresources import PodResourcesMetrics, PodResourcesServicer
 from kubedevice.node.pods import PodTable
 from kubedevice.node.state import PodStateFile
+from kubedevice.node.topology import TopologyStartError, build_topology_manager
+from kubedevice.topology import TopologyManager
 
 __all__ = [
     "CHECKPOINT_FAULT_ENV",
@@ -75,6 +77,7 @@ class NodeDaemon:
         self.metrics = NodeMetrics(self.registry, self.pods.count_by_phase)
         self.podresources_metrics = PodResourcesMetrics(self.registry)
         self.manager: DeviceManager | None = None
+        self.topology: TopologyManager | None = None
         self._state = PodStateFile(self.paths.state_file, current_boot_id(config.boot_id))
         self._sync: PodSync | None = None
         self._loops: list[asyncio.Task[None]] = []
@@ -84,10 +87,12 @@ class NodeDaemon:
                 "/healthz": lambda: Response.text("ok\n"),
                 "/metrics": self._metrics_response,
                 "/node": lambda: Response.json(
-                    views.node_view(self._require_manager(), self.paths.checkpoint)
+                    views.node_view(self._require_manager(), self.paths.checkpoint, self._require_topology())
                 ),
                 "/pods": lambda: Response.json(
-                    views.pods_view(self._require_manager(), self.pods, self.bad_files)
+                    views.pods_view(
+                        self._require_manager(), self.pods, self.bad_files, self._require_topology()
+                    )
                 ),
             }
         )
@@ -106,6 +111,11 @@ class NodeDaemon:
             raise RuntimeError("the node daemon is not started")
         return self.manager
 
+    def _require_topology(self) -> TopologyManager:
+        if self.topology is None:
+            raise RuntimeError("the node daemon is not started")
+        return self.topology
+
     def _metrics_response(self) -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -120,6 +130,12 @@ class NodeDaemon:
             )
         timeout = self.config.plugin_timeout
         try:
+            topology = await build_topology_manager(
+                self.config.topology, self.config.numa_nodes, self.registry
+            )
+        except TopologyStartError as err:
+            raise NodeStartError(str(err)) from None
+        try:
             manager = DeviceManager(
                 paths.plugin_dir,
                 stop_grace_period=self.config.stop_grace_period,
@@ -130,9 +146,14 @@ class NodeDaemon:
                 preferred_allocation_timeout=timeout,
                 pre_start_timeout=timeout,
                 checkpoint_fault=checkpoint_fault_from_env(os.environ),
+                affinity=topology,
+                numa_nodes=[n.id for n in topology.machine.nodes] if topology.machine else None,
             )
         except ValueError as err:
             raise NodeStartError(str(err)) from None
+        # The device manager is the topology manager's hint provider and reads its chosen hints back.
+        topology.add_hint_provider(manager)
+        self.topology = topology
         # Nothing is garbage-collected until the manifest folder has been read once (sourcesReady).
         manager.sources_ready = False
         try:
@@ -140,7 +161,7 @@ class NodeDaemon:
         except RuntimeError as err:
             raise NodeStartError(str(err)) from None
         self.manager = manager
-        self._sync = PodSync(self.config, paths, manager, self.pods, self._state, self.metrics)
+        self._sync = PodSync(self.config, paths, manager, topology, self.pods, self._state, self.metrics)
         try:
             await self._sync.start()
             await self._serve()

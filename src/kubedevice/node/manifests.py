@@ -22,8 +22,6 @@ from kubedevice.manager.types import Container, Pod
 from kubedevice.node.quantity import parse_device_count
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
-#: Annotation that sets every container's NUMA affinity ("0,1"), standing in for a topology manager.
-NUMA_AFFINITY_ANNOTATION = "kubedevice.io/numa-affinity"
 #: Annotation that marks a pod as finished ("Succeeded"); such a pod is never admitted.
 PHASE_ANNOTATION = "kubedevice.io/phase"
 SUCCEEDED = "Succeeded"
@@ -114,11 +112,10 @@ def _parse_pod(doc: Any, index: int, many: bool, content: bytes, file_name: str,
     elif not isinstance(uid, str) or not uid:
         raise ManifestError(f"{where}metadata.uid must be a non-empty string")
     annotations = _mapping(metadata.get("annotations"), f"{where}metadata.annotations")
-    affinity = _numa_affinity(annotations.get(NUMA_AFFINITY_ANNOTATION), where)
     spec = _mapping(doc.get("spec"), f"{where}spec")
     status = _mapping(doc.get("status"), f"{where}status")
-    init = _containers(spec.get("initContainers"), f"{where}spec.initContainers", affinity, required=False)
-    apps = _containers(spec.get("containers"), f"{where}spec.containers", affinity, required=True)
+    init = _containers(spec.get("initContainers"), f"{where}spec.initContainers", required=False)
+    apps = _containers(spec.get("containers"), f"{where}spec.containers", required=True)
     names = [c.name for c in (*init, *apps)]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -136,22 +133,7 @@ def _mapping(value: Any, what: str) -> Mapping[str, Any]:
     return value
 
 
-def _numa_affinity(value: Any, where: str) -> frozenset[int] | None:
-    if value is None:
-        return None
-    try:
-        nodes = frozenset(int(part) for part in str(value).split(","))
-    except ValueError:
-        nodes = frozenset({-1})
-    if not nodes or min(nodes) < 0:
-        raise ManifestError(
-            f"{where}annotation {NUMA_AFFINITY_ANNOTATION} must list NUMA node numbers "
-            f'like "0,1", got {value!r}'
-        )
-    return nodes
-
-
-def _containers(value: Any, what: str, affinity: frozenset[int] | None, *, required: bool) -> list[Container]:
+def _containers(value: Any, what: str, *, required: bool) -> list[Container]:
     if value is None:
         value = []
     if not isinstance(value, list):
@@ -169,7 +151,7 @@ def _containers(value: Any, what: str, affinity: frozenset[int] | None, *, requi
         if restart_policy is not None and not isinstance(restart_policy, str):
             raise ManifestError(f"{what}[{i}] ({name}): restartPolicy must be a string")
         limits = _device_limits(raw.get("resources"), f"{what}[{i}] ({name})")
-        out.append(Container(name=name, limits=limits, restart_policy=restart_policy, numa_affinity=affinity))
+        out.append(Container(name=name, limits=limits, restart_policy=restart_policy))
     return out
 
 

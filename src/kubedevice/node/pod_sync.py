@@ -17,13 +17,14 @@ import logging
 import os
 
 from kubedevice.manager import DeviceManager, DeviceManagerError, Pod
-from kubedevice.node.admission import admit, device_needs, wait_for_devices
+from kubedevice.node.admission import PodRejected, admit, device_needs, wait_for_devices
 from kubedevice.node.config import NodeConfig, NodePaths
 from kubedevice.node.durations import format_duration
 from kubedevice.node.manifests import MANIFEST_SUFFIXES, ManifestFolder, PodManifest, ScanResult
 from kubedevice.node.metrics import NodeMetrics
 from kubedevice.node.pods import ADMISSION_ERROR_REASON, PodRecord, PodTable
 from kubedevice.node.state import PodStateFile, SavedPod
+from kubedevice.topology import TopologyManager
 from kubedevice.watch import DirectoryWatch, Mask
 
 log = logging.getLogger("kubedevice.node.daemon")
@@ -37,6 +38,7 @@ class PodSync:
         config: NodeConfig,
         paths: NodePaths,
         manager: DeviceManager,
+        topology: TopologyManager,
         pods: PodTable,
         state: PodStateFile,
         metrics: NodeMetrics,
@@ -47,6 +49,7 @@ class PodSync:
         #: manifest file -> why it could not be read.
         self.bad_files: dict[str, str] = {}
         self._manager = manager
+        self._topology = topology
         self._state = state
         self._metrics = metrics
         self._folder = ManifestFolder(paths.manifests, allow_symlinks=config.allow_symlinks)
@@ -130,7 +133,7 @@ class PodSync:
         or registration check: the kubelet's already-running path, which a restart must never fail.
         """
         try:
-            record.run_options = await admit(manager, record.pod, already_running=True)
+            record.run_options = await admit(self._topology, manager, record.pod, already_running=True)
         except DeviceManagerError as err:
             self._fail(record, str(err))
             return
@@ -203,6 +206,7 @@ class PodSync:
     def _terminate(self, record: PodRecord, why: str) -> None:
         self._cancel_admission(record.uid)
         self.pods.remove(record.uid)
+        self._topology.remove_pod(record.uid)
         self._release()
         log.info("pod %s terminated (%s): its devices were freed", _name(record.pod), why)
 
@@ -248,7 +252,9 @@ class PodSync:
             if self.pods.get(record.uid) is not record or record.phase != "Pending":
                 return
             try:
-                options = await admit(manager, record.pod)
+                options = await admit(self._topology, manager, record.pod)
+            except PodRejected as err:
+                self._fail(record, err.message, err.reason)
             except DeviceManagerError as err:
                 self._fail(record, str(err))
             else:
@@ -270,9 +276,10 @@ class PodSync:
             # that removed it; a pod that ended Failed is saved now.
             await self._save_state()
 
-    def _fail(self, record: PodRecord, message: str) -> None:
-        record.phase, record.reason, record.message = "Failed", ADMISSION_ERROR_REASON, message
+    def _fail(self, record: PodRecord, message: str, reason: str = ADMISSION_ERROR_REASON) -> None:
+        record.phase, record.reason, record.message = "Failed", reason, message
         record.run_options = {}
+        self._topology.remove_pod(record.uid)
         self._metrics.admission_failures.inc()
         log.warning("pod %s failed admission: %s", _name(record.pod), message)
 

@@ -35,7 +35,7 @@ def print_node(console: Console, data: dict[str, Any]) -> None:
 def print_pods(console: Console, data: list[dict[str, Any]]) -> None:
     table = Table(title="Pods")
     table.add_column("namespace/name", no_wrap=True)
-    for column in ("phase", "container", "devices", "reason: message"):
+    for column in ("phase", "container", "devices", "numa hint", "reason: message"):
         table.add_column(column)
     errors = []
     for entry in data:
@@ -50,8 +50,18 @@ def print_pods(console: Console, data: list[dict[str, Any]]) -> None:
                 entry["phase"] if first else "",
                 c["name"],
                 "; ".join(f"{r}: {','.join(ids)}" for r, ids in c["devices"].items()),
+                _hint_label(c.get("topologyHint")),
                 (f"{entry['reason']}: {entry['message']}" if entry["reason"] else "") if first else "",
             )
     console.print(table)
     for entry in errors:
         console.print(f"bad manifest {entry['file']}: {entry['error']}", highlight=False)
+
+
+def _hint_label(hint: dict[str, Any] | None) -> str:
+    """`0 (preferred)`, `0,1`, `any` (no NUMA preference) or `-` (the topology manager chose none)."""
+    if hint is None:
+        return "-"
+    nodes = hint["numaNodes"]
+    where = "any" if nodes is None else ",".join(map(str, nodes))
+    return f"{where} (preferred)" if hint["preferred"] else where

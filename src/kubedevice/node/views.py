@@ -8,6 +8,8 @@ from typing import Any
 
 from kubedevice.manager import DeviceManager, RunContainerOptions
 from kubedevice.node.pods import PodRecord
+from kubedevice.node.topology import topology_view
+from kubedevice.topology import TopologyManager
 
 
 def _device_ids(manager: DeviceManager, resource: str) -> tuple[list[str], list[str]]:
@@ -22,7 +24,7 @@ def _numa_nodes(manager: DeviceManager, resource: str) -> dict[str, list[int]]:
     return {d: list(n) for d, n in sorted(manager.device_topology(resource).items())}
 
 
-def node_view(manager: DeviceManager, checkpoint_path: Path) -> dict[str, Any]:
+def node_view(manager: DeviceManager, checkpoint_path: Path, topology: TopologyManager) -> dict[str, Any]:
     capacity, allocatable, _deleted = manager.get_capacity()
     resources: dict[str, Any] = {}
     for status in manager.registered_resources():
@@ -46,6 +48,7 @@ def node_view(manager: DeviceManager, checkpoint_path: Path) -> dict[str, Any]:
         "allocatable": dict(sorted(allocatable.items())),
         "resources": resources,
         "checkpoint": {"path": str(checkpoint_path), "error": manager.checkpoint_error},
+        "topology": topology_view(topology),
     }
 
 
@@ -66,8 +69,9 @@ def run_options_view(options: RunContainerOptions | None) -> dict[str, Any]:
     }
 
 
-def pod_view(manager: DeviceManager, record: PodRecord) -> dict[str, Any]:
+def pod_view(manager: DeviceManager, record: PodRecord, topology: TopologyManager) -> dict[str, Any]:
     pod = record.pod
+    hints = topology.pod_hints(pod.uid)
     containers: list[dict[str, Any]] = []
     for c in [*pod.init_containers, *pod.containers]:
         devices = manager.get_devices(pod.uid, c.name) or {}
@@ -76,6 +80,7 @@ def pod_view(manager: DeviceManager, record: PodRecord) -> dict[str, Any]:
             {
                 "name": c.name,
                 "devices": {r: sorted(ids) for r, ids in sorted(devices.items())},
+                "topologyHint": hints[c.name].to_json() if c.name in hints else None,
                 "runOptions": run_options_view(record.run_options.get(c.name)),
                 "allocatedResourcesStatus": [
                     {
@@ -99,8 +104,11 @@ def pod_view(manager: DeviceManager, record: PodRecord) -> dict[str, Any]:
 
 
 def pods_view(
-    manager: DeviceManager, records: Iterable[PodRecord], bad_files: Mapping[str, str]
+    manager: DeviceManager,
+    records: Iterable[PodRecord],
+    bad_files: Mapping[str, str],
+    topology: TopologyManager,
 ) -> list[Any]:
-    out: list[Any] = [pod_view(manager, r) for r in records]
+    out: list[Any] = [pod_view(manager, r, topology) for r in records]
     out.extend({"file": f, "error": e} for f, e in sorted(bad_files.items()))
     return out

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kubedevice.topology.hint import NO_HINT, TopologyHint
@@ -56,6 +56,8 @@ class AdmitResult:
     admit: bool
     reason: str = ""
     message: str = ""
+    #: The provider's own error when an allocation failed, for callers that show its text.
+    error: Exception | None = field(default=None, compare=False)
 
 
 def _rejected_for_topology() -> AdmitResult:
@@ -66,8 +68,10 @@ def result_from_error(err: Exception) -> AdmitResult:
     """A typed admission error keeps its reason; anything else is the kubelet's "unexpected" rejection."""
     reason = getattr(err, "admission_reason", None)
     if isinstance(reason, str) and reason:
-        return AdmitResult(False, reason, str(err))
-    return AdmitResult(False, ERR_UNEXPECTED_ADMISSION, f"Allocate failed due to {err}, which is unexpected")
+        return AdmitResult(False, reason, str(err), err)
+    return AdmitResult(
+        False, ERR_UNEXPECTED_ADMISSION, f"Allocate failed due to {err}, which is unexpected", err
+    )
 
 
 def starting_order(pod: PodLike) -> list[ContainerLike]:
