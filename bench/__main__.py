@@ -26,7 +26,7 @@ from typing import NoReturn
 from rich.console import Console
 from rich.table import Table
 
-from bench import admission, daemon_admission, exporter, listwatch, memory, reregistration, restart
+from bench import admission, daemon_admission, exporter, listwatch, memory, reregistration, restart, topology
 from bench.common import Figure, Figures, Target, fmt
 
 Scenario = Callable[..., Awaitable[Figures]]
@@ -38,6 +38,7 @@ SCENARIOS: dict[str, Scenario] = {
     reregistration.NAME: reregistration.run,
     memory.NAME: memory.run,
     exporter.NAME: exporter.run,
+    topology.NAME: topology.run,
 }
 RESULTS = Path(__file__).with_name("results.json")
 

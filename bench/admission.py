@@ -1,4 +1,5 @@
-"""Scenario "admission": one-device pods admitted through the manager (Allocate + run options).
+"""Scenario "admission": one-device pods admitted as the node daemon admits them (the topology manager's
+admit under policy none, Allocate, run options).
 
 The checkpoint is durable (fsync before each admission returns) as in production. Pods are admitted one
 after another (what the kubelet does) and with 8 and 32 in flight (what the node daemon may do); group
@@ -12,9 +13,10 @@ import asyncio
 import time
 from collections.abc import Sequence
 
-from bench.common import RESOURCE, Figures, Target, manager_with_plugin, short_tempdir
+from bench.common import RESOURCE, Figures, Target, admitting_node, short_tempdir
 from kubedevice.manager import Container, DeviceManager, Pod
 from kubedevice.node.admission import admit
+from kubedevice.topology import TopologyManager
 
 NAME = "admission"
 
@@ -33,7 +35,9 @@ def one_device_pods(count: int) -> list[Pod]:
     ]
 
 
-async def admit_all(manager: DeviceManager, pods: Sequence[Pod], inflight: int) -> list[float]:
+async def admit_all(
+    tm: TopologyManager, manager: DeviceManager, pods: Sequence[Pod], inflight: int
+) -> list[float]:
     """Admit every pod with `inflight` admissions at a time; returns the completion times (s from start)."""
     done: list[float] = []
     queue = iter(pods)
@@ -41,7 +45,7 @@ async def admit_all(manager: DeviceManager, pods: Sequence[Pod], inflight: int) 
 
     async def worker() -> None:
         for pod in queue:
-            await admit(manager, pod)
+            await admit(tm, manager, pod)
             done.append(time.perf_counter() - start)
 
     await asyncio.gather(*(worker() for _ in range(inflight)))
@@ -56,8 +60,8 @@ def window_cost(done: Sequence[float], lo: int, hi: int) -> float:
 
 async def measure(pods: int, devices: int, inflight: int) -> list[float]:
     with short_tempdir() as root:
-        async with manager_with_plugin(root, devices) as (manager, _plugin):
-            done = await admit_all(manager, one_device_pods(pods), inflight)
+        async with admitting_node(root, devices) as (tm, manager):
+            done = await admit_all(tm, manager, one_device_pods(pods), inflight)
             writes = manager._writer.writes  # how many checkpoint writes the admissions cost
     done.append(float(writes))
     return done

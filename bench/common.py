@@ -20,10 +20,12 @@ from typing import Any, Literal
 
 import grpc
 import grpc.aio
+from prometheus_client import CollectorRegistry
 
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from kubedevice.manager import DeviceManager
+from kubedevice.topology import TopologyConfig, TopologyManager, new_manager, synthetic_topology
 
 RESOURCE = "bench.kubedevice.io/widget"
 #: How the CLI is run as a process (the console script may not be on PATH).
@@ -188,8 +190,9 @@ def device_id(index: int) -> str:
     return f"widget-{index:07d}"
 
 
-def list_and_watch_bytes(count: int, unhealthy: Iterable[int] = ()) -> bytes:
-    """A serialized ListAndWatchResponse of `count` devices, the first half on NUMA 0, the rest on NUMA 1.
+def list_and_watch_bytes(count: int, unhealthy: Iterable[int] = (), numa_count: int = 2) -> bytes:
+    """A serialized ListAndWatchResponse of `count` devices in `numa_count` equal blocks, one per NUMA node
+    (the first half on NUMA 0, the rest on NUMA 1 by default).
 
     Encoded by hand: building 10^6 Device messages in Python takes longer than the manager needs to apply
     them, and a benchmark that spends its time in its own fixture measures nothing. The smoke test checks
@@ -198,15 +201,16 @@ def list_and_watch_bytes(count: int, unhealthy: Iterable[int] = ()) -> bytes:
     sick = set(unhealthy)
     healthy = _field_bytes(2, b"Healthy")
     unhealthy_field = _field_bytes(2, b"Unhealthy")
-    numa = [_field_bytes(3, _field_bytes(1, b"")), _field_bytes(3, _field_bytes(1, b"\x08\x01"))]
-    half = count // 2
+    # NUMANode{ID: n}: field 1 as a varint, left out for 0 (the protobuf default).
+    numa = [_field_bytes(3, _field_bytes(1, b"\x08" + _varint(n) if n else b"")) for n in range(numa_count)]
+    per_node = -(-count // numa_count)
     parts: list[bytes] = []
     append = parts.append
     for i in range(count):
         body = (
             _field_bytes(1, device_id(i).encode())
             + (unhealthy_field if i in sick else healthy)
-            + numa[0 if i < half else 1]
+            + numa[i // per_node]
         )
         append(_field_bytes(1, body))
     return b"".join(parts)
@@ -315,13 +319,27 @@ class BenchPlugin:
 
 
 @asynccontextmanager
+async def admitting_node(
+    root: Path, devices: int, *, policy: str = "none", numa_count: int = 2, **manager_options: Any
+) -> AsyncIterator[tuple[TopologyManager, DeviceManager]]:
+    """A topology manager (`policy`, container scope, `numa_count` nodes) over `manager_with_plugin`,
+    wired as the node daemon wires them: the device manager is its hint provider and reads its store."""
+    tm = new_manager(synthetic_topology(numa_count), TopologyConfig(policy), CollectorRegistry())
+    async with manager_with_plugin(
+        root, devices, numa_count, affinity=tm, numa_nodes=range(numa_count), **manager_options
+    ) as (manager, _plugin):
+        tm.add_hint_provider(manager)
+        yield tm, manager
+
+
+@asynccontextmanager
 async def manager_with_plugin(
-    root: Path, devices: int, **manager_options: Any
+    root: Path, devices: int, numa_count: int = 2, **manager_options: Any
 ) -> AsyncIterator[tuple[DeviceManager, BenchPlugin]]:
     """A started DeviceManager under `root` with a BenchPlugin of `devices` devices registered and applied."""
     manager = DeviceManager(root / "dp", **manager_options)
     await manager.start()
-    plugin = BenchPlugin(root / "dp" / "bench.sock", list_and_watch_bytes(devices))
+    plugin = BenchPlugin(root / "dp" / "bench.sock", list_and_watch_bytes(devices, numa_count=numa_count))
     await plugin.start()
     try:
         await plugin.register(manager.socket_path)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from bench.admission import admit_all, one_device_pods
-from bench.common import Figures, Target, manager_with_plugin, short_tempdir
+from bench.common import Figures, Target, admitting_node, short_tempdir
 
 NAME = "memory"
 REPO = Path(__file__).resolve().parent.parent
@@ -34,10 +34,10 @@ def _status_kib(field: str) -> int:
 async def child(devices: int, containers: int) -> dict[str, float]:
     baseline = _status_kib("VmRSS")
     with short_tempdir() as root:
-        async with manager_with_plugin(root, devices) as (manager, _plugin):
+        async with admitting_node(root, devices) as (tm, manager):
             after_devices = _status_kib("VmRSS")
             start = time.perf_counter()
-            await admit_all(manager, one_device_pods(containers), 32)
+            await admit_all(tm, manager, one_device_pods(containers), 32)
             admitted = time.perf_counter() - start
             after_pods = _status_kib("VmRSS")
             if len(manager.pod_uids()) != containers:

@@ -91,7 +91,7 @@ def test_admission_status_pods_and_podresources(node: NodeProcesses) -> None:
     allocatable = json.loads(run_cli("podresources", "allocatable", "--socket", sock, "--json").stdout)
     assert len(allocatable["devices"]) == 4
     table = run_cli("podresources", "list", "--socket", sock)
-    assert table.returncode == 0 and "fake-1" in table.stdout
+    assert table.returncode == 0 and devices[0] in table.stdout
     missing = run_cli("podresources", "get", "nope", "--socket", sock)
     assert missing.returncode == 2
     assert missing.stderr.strip().splitlines() == [

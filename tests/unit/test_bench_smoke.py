@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import admission, exporter, listwatch
+from bench import admission, exporter, listwatch, topology
 from bench.common import RESOURCE, Figures, Target, device_id, list_and_watch_bytes, short_tempdir
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.checkpoint import CheckpointStore
@@ -59,16 +59,31 @@ async def test_listwatch_applies_and_flips_through_a_real_manager() -> None:
 
 async def test_admission_admits_every_pod_and_checkpoints_them() -> None:
     with short_tempdir() as root:
-        from bench.common import manager_with_plugin
+        from bench.common import admitting_node
 
-        async with manager_with_plugin(root, 12) as (manager, _plugin):
-            done = await admission.admit_all(manager, admission.one_device_pods(12), inflight=4)
+        async with admitting_node(root, 12) as (tm, manager):
+            done = await admission.admit_all(tm, manager, admission.one_device_pods(12), inflight=4)
             assert len(done) == 12 and done == sorted(done)
             assert len(manager.pod_uids()) == 12
             saved = CheckpointStore(root / "dp").read().data
             assert saved.pod_device_entries is not None
             assert {e.pod_uid for e in saved.pod_device_entries} == manager.pod_uids()
             assert {e.resource_name for e in saved.pod_device_entries} == {RESOURCE}
+
+
+async def test_topology_scenario_admits_under_both_policies() -> None:
+    figures = {f.name: f for f in await topology.run(quick=True, runs=1)}
+    assert set(figures) == {
+        "16 pods, 8 NUMA x 2 devices, none: rate",
+        "16 pods, 8 NUMA x 2 devices, single-numa-node: rate",
+        "single-numa-node / none",
+    }
+    assert all(f.median > 0 for f in figures.values())
+
+
+def test_devices_spread_over_numa_nodes_in_blocks() -> None:
+    msg = dp.ListAndWatchResponse.FromString(list_and_watch_bytes(16, numa_count=8))
+    assert [d.topology.nodes[0].ID for d in msg.devices] == [i // 2 for i in range(16)]
 
 
 async def test_exporter_scenario_measures_a_real_exporter_at_tiny_size() -> None:
