@@ -13,8 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import eq
 from typing import Protocol
 
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
@@ -245,10 +248,12 @@ class Allocator:
                 available, self._state.devices[resource], affinity
             )
             if picker.needed < len(aligned):
-                preferred = await self._preferred_allocation(
-                    resource, aligned | picker.picked, picker.picked, required
-                )
-                aligned, _, _ = self._revalidate(resource, pod, container, affinity)
+                preferred = None
+                if self._asks_preferred(resource):
+                    preferred = await self._preferred_allocation(
+                        resource, aligned | picker.picked, picker.picked, required
+                    )
+                    aligned, _, _ = self._revalidate(resource, pod, container, affinity)
                 if picker.take(preferred & aligned if preferred else None) or picker.take(aligned):
                     return picker
             else:
@@ -368,21 +373,22 @@ def filter_by_affinity(
     """
     if affinity is None or not devices.has_topology:
         return set(), set(), available
+    # Devices are classed by their node tuple, of which there are few: the per-device work is C-level
+    # maps over the IDs (a Python loop per device costs more than the rest of an admission).
     topology = devices.topology
+    ids = list(available)
+    node_sets = list(map(topology.get, ids))
     per_node: dict[int, int] = {}
-    for d in available:
-        for n in topology.get(d) or (NO_TOPOLOGY,):
-            per_node[n] = per_node.get(n, 0) + 1
+    for nodes, count in Counter(node_sets).items():
+        for n in nodes or (NO_TOPOLOGY,):
+            per_node[n] = per_node.get(n, 0) + count
     order = sorted(per_node, key=lambda n: (n == NO_TOPOLOGY, n not in affinity, per_node[n], n))
     rank = {n: i for i, n in enumerate(order)}
-    aligned: set[str] = set()
-    unaligned: set[str] = set()
-    without: set[str] = set()
-    for d in available:
-        nodes = topology.get(d)
-        if not nodes:
-            without.add(d)
-            continue
-        first = min(nodes, key=rank.__getitem__)
-        (aligned if first in affinity else unaligned).add(d)
+    # 0: from the affinity, 1: not from it, 2: without topology.
+    kind: dict[tuple[int, ...] | None, int] = {
+        nodes: (2 if not nodes else 0 if min(nodes, key=rank.__getitem__) in affinity else 1)
+        for nodes in set(node_sets)
+    }
+    kinds = list(map(kind.__getitem__, node_sets))
+    aligned, unaligned, without = (set(compress(ids, map(eq, kinds, repeat(k)))) for k in (0, 1, 2))
     return aligned, unaligned, without

@@ -8,6 +8,7 @@ on the event loop only, between awaits.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -43,6 +44,9 @@ class ManagerState:
     #: checkpoint encoder recognises the same object and neither compares nor copies its lists.
     registered: dict[str, list[str]] | None = None
     changes: ChangeFeed = field(default_factory=ChangeFeed)
+    #: resource -> how many devices (healthy or not) sit on each NUMA node set: what every topology hint
+    #: of the resource compares against, kept until its devices change.
+    node_sets: dict[str, Counter[tuple[int, ...]]] = field(default_factory=dict)
 
     def is_device_plugin_resource(self, resource: str) -> bool:
         return resource in self.devices or resource in self.allocated
@@ -51,6 +55,7 @@ class ManagerState:
         """Some resource's devices changed: the free sets and the registered devices are rebuilt."""
         self.free.clear()
         self.registered = None
+        self.node_sets.clear()
 
     def allocations_changed(self) -> None:
         """Allocations were restored or dropped wholesale: recount them and rebuild the free sets."""

@@ -37,28 +37,29 @@ kind: Pod
 metadata:
   name: trainer
   namespace: demo
-  annotations:
-    kubedevice.io/numa-affinity: "0"
 spec:
   containers:
   - name: train
     resources:
       limits:
-        {GPU}: 2
+        {GPU}: 1
         {NIC}: 1
 """
-_TOO_BIG = f"""apiVersion: v1
+#: Three GPUs: no single NUMA node of the demo's machine (two GPUs each) can hold them.
+_WIDE = f"""apiVersion: v1
 kind: Pod
 metadata:
-  name: greedy
+  name: wide
   namespace: demo
 spec:
   containers:
   - name: main
     resources:
       limits:
-        {GPU}: 8
+        {GPU}: 3
 """
+#: The demo's machine: two NUMA nodes, each with two GPUs and one NIC.
+_NUMA = ("--numa-nodes", "2")
 
 
 class DemoError(Exception):
@@ -85,18 +86,24 @@ class _Demo:
             sys.executable, *_CLI, *args, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log
         )
 
-    async def start_daemon(self) -> None:
+    async def start_daemon(self, policy: str = "single-numa-node") -> None:
         self.daemon = await self._spawn(
-            "daemon", "node", "--root-dir", str(self.root), "--stop-grace-period", "2s"
+            "daemon",
+            "node",
+            "--root-dir",
+            str(self.root),
+            "--stop-grace-period",
+            "2s",
+            *_NUMA,
+            "--topology-manager-policy",
+            policy,
         )
         await self.until("the node daemon answers", lambda: self.node_has(lambda d: True))
 
     async def start_plugin(self, resource: str) -> None:
         name = resource.split("/")[1]
         args = ["plugin", "fake", "--resource", resource, "--plugin-dir", str(self.paths.plugin_dir)]
-        args += (
-            ["--devices", "4", "--numa-nodes", "2", "--preferred"] if resource == GPU else ["--devices", "2"]
-        )
+        args += ["--devices", "4", *_NUMA, "--preferred"] if resource == GPU else ["--devices", "2", *_NUMA]
         self.plugins[resource] = await self._spawn(f"plugin-{name}", *args, "--poll-interval", "0.2")
 
     async def kill(self, process: asyncio.subprocess.Process | None) -> None:
@@ -136,11 +143,30 @@ class _Demo:
         print_node(self.console, await self.status("/node"))
         print_pods(self.console, await self.status("/pods"))
 
-    async def trainer_devices(self) -> dict[str, list[str]]:
+    async def trainer_devices(self) -> dict[str, Any]:
+        """trainer's devices and the NUMA hint the topology manager chose for it."""
         for pod in await self.status("/pods"):
             if pod.get("name") == "trainer":
-                return dict(pod["containers"][0]["devices"])
+                container = pod["containers"][0]
+                return {**container["devices"], "hint": container["topologyHint"]}
         raise DemoError("pod demo/trainer is missing from /pods")
+
+    async def aligned(self, name: str) -> bool:
+        """Whether every device of pod `name` is on the single NUMA node of its hint."""
+        numa = {r: info["numaNodes"] for r, info in (await self.status("/node"))["resources"].items()}
+        for pod in await self.status("/pods"):
+            if pod.get("name") == name and pod.get("phase") == "Running":
+                container = pod["containers"][0]
+                nodes = {n for r, ids in container["devices"].items() for d in ids for n in numa[r][d]}
+                hint = container["topologyHint"] or {}
+                return len(nodes) == 1 and hint.get("numaNodes") == sorted(nodes)
+        return False
+
+    async def restart_daemon(self, policy: str = "single-numa-node") -> None:
+        assert self.daemon is not None
+        self.daemon.send_signal(signal.SIGKILL)
+        await self.daemon.wait()
+        await self.start_daemon(policy)
 
     async def cleanup(self) -> None:
         for process in [*self.plugins.values(), self.daemon]:
@@ -172,14 +198,24 @@ async def _play(demo: _Demo) -> None:
         lambda: demo.node_has(lambda d: _capacity(d, GPU) == 4 and _capacity(d, NIC) == 2),
     )
 
-    demo.say("Dropping two pods into the manifest folder: one fits, one asks for 8 GPUs")
+    demo.say(
+        "The node runs --topology-manager-policy single-numa-node on 2 NUMA nodes (2 GPUs and 1 NIC each). "
+        "Dropping two pods into the manifest folder: a GPU + NIC pod, and one asking for 3 GPUs"
+    )
     (demo.paths.manifests / "trainer.yaml").write_text(_FITS)
-    (demo.paths.manifests / "greedy.yaml").write_text(_TOO_BIG)
+    (demo.paths.manifests / "wide.yaml").write_text(_WIDE)
     await demo.until(
-        "trainer is Running and greedy Failed (UnexpectedAdmissionError)",
+        "trainer is Running with its GPU and NIC on one NUMA node",
+        lambda: demo.aligned("trainer"),
+    )
+    await demo.until(
+        "wide is Failed (TopologyAffinityError): no single NUMA node holds 3 GPUs",
         lambda: demo.pods_have(
-            lambda pods: (
-                {p.get("name"): p.get("phase") for p in pods} == {"trainer": "Running", "greedy": "Failed"}
+            lambda pods: any(
+                p.get("name") == "wide"
+                and p.get("phase") == "Failed"
+                and p.get("reason") == "TopologyAffinityError"
+                for p in pods
             )
         ),
     )
@@ -187,12 +223,9 @@ async def _play(demo: _Demo) -> None:
     before = await demo.trainer_devices()
 
     demo.say("Story 1: the kubelet restarts. SIGKILL the daemon, start it again")
-    assert demo.daemon is not None
-    demo.daemon.send_signal(signal.SIGKILL)
-    await demo.daemon.wait()
-    await demo.start_daemon()
+    await demo.restart_daemon()
     await demo.until(
-        "trainer kept its devices from the checkpoint, without a new admission",
+        "trainer kept its devices and NUMA hint from the checkpoint, without a new allocation",
         lambda: demo.pods_have(
             lambda pods: any(p.get("name") == "trainer" and p.get("phase") == "Running" for p in pods)
         ),
@@ -231,6 +264,28 @@ async def _play(demo: _Demo) -> None:
     demo.console.print(
         "    ok: trainer kept its NIC all along (devices stay allocated across plugin restarts)",
         soft_wrap=True,
+    )
+    await demo.show()
+
+    demo.say("Story 3: the same node under --topology-manager-policy best-effort; wide is dropped in again")
+    await demo.restart_daemon("best-effort")
+    await demo.until(
+        "trainer is Running again",
+        lambda: demo.pods_have(
+            lambda pods: any(p.get("name") == "trainer" and p.get("phase") == "Running" for p in pods)
+        ),
+    )
+    await asyncio.to_thread((demo.paths.manifests / "wide.yaml").write_text, _WIDE + "# dropped in again\n")
+    await demo.until(
+        "best-effort admits wide across both NUMA nodes (hint 0,1)",
+        lambda: demo.pods_have(
+            lambda pods: any(
+                p.get("name") == "wide"
+                and p.get("phase") == "Running"
+                and (p["containers"][0]["topologyHint"] or {}).get("numaNodes") == [0, 1]
+                for p in pods
+            )
+        ),
     )
     await demo.show()
 
