@@ -20,7 +20,8 @@ import pytest
 KUBEDEVICE = str(Path(sys.executable).parent / "kubedevice")
 PLUGINS = Path(__file__).resolve().parent.parent / "conformance_plugins"
 #: Small, so failing cases end quickly; roomy enough for a loaded 2-core machine.
-FLAGS = ("--json", "--timeout", "8", "--restarts", "2", "--absence", "1")
+#: A 2-node machine for the topology check, whatever NUMA nodes the host has.
+FLAGS = ("--json", "--timeout", "8", "--restarts", "2", "--absence", "1", "--numa-nodes", "2")
 PARALLEL_RUNS = 4
 CHECKS = (
     "registration",
@@ -29,6 +30,7 @@ CHECKS = (
     "allocate",
     "preferred-allocation",
     "pre-start",
+    "topology",
     "kubelet-restart",
     "kubelet-absence",
     "plugin-process",
@@ -140,6 +142,25 @@ def test_every_option_of_the_sdk_fake_plugin_passes(runs: Mapping[str, Run]) -> 
 
 
 NOT_REGISTERED = "not run: the registration was refused"
+
+
+def test_bad_numa_reporting_is_a_warning_naming_the_devices(runs: Mapping[str, Run]) -> None:
+    run = runs["bad_numa"]
+    assert_only(
+        run,
+        {"topology": ("WARN", "devices dev-3 report NUMA node(s) [7] that this node does not have")},
+        passed=True,
+    )
+    detail = run.rows["topology"][1]
+    assert "devices dev-4 report no NUMA node while the resource's others do" in detail
+    assert (
+        "the preferred allocation of 2 from all 5 healthy devices spans NUMA nodes (dev-0, dev-1)" in detail
+    )
+
+
+def test_sdk_fake_plugin_reports_aligned_numa_nodes(runs: Mapping[str, Run]) -> None:
+    detail = runs["sdk-fake-all-options"].rows["topology"][1]
+    assert "4 device(s) on NUMA nodes [0, 1]; this node has [0, 1]" in detail
 
 
 @pytest.mark.parametrize(
@@ -318,6 +339,7 @@ def test_table_output(tmp_path: Path) -> None:
         (("--restarts", "-1", "--", "true"), "--restarts must be 0 or more, got -1"),
         (("--absence", "-2", "--", "true"), "--absence must be 0 or more seconds"),
         (("--bogus", "--", "true"), "No such option: --bogus"),
+        (("--numa-nodes", "0", "--", "true"), "--numa-nodes must be 1 or more, got 0"),
     ],
 )
 def test_usage_errors_are_one_line_and_exit_2(args: tuple[str, ...], message: str) -> None:

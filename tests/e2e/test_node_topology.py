@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 
-from tests.node_helpers import NodeProcesses, node_processes, pod_manifest, run_cli
+from tests.node_helpers import NodeProcesses, pod_manifest, run_cli
 
 GPU = "example.com/gpu"
 NIC = "example.com/nic"
 REJECTED = "Pod was rejected: Resources cannot be allocated with Topology locality"
-
-
-@pytest.fixture
-def node() -> Iterator[NodeProcesses]:
-    yield from node_processes()
 
 
 def _start(node: NodeProcesses, *flags: str) -> None:

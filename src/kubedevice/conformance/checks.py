@@ -31,6 +31,7 @@ LIST_AND_WATCH = "list-and-watch"
 ALLOCATE = "allocate"
 PREFERRED_ALLOCATION = "preferred-allocation"
 PRE_START = "pre-start"
+TOPOLOGY = "topology"
 KUBELET_RESTART = "kubelet-restart"
 KUBELET_ABSENCE = "kubelet-absence"
 PLUGIN_PROCESS = "plugin-process"
@@ -43,6 +44,7 @@ CHECK_NAMES = (
     ALLOCATE,
     PREFERRED_ALLOCATION,
     PRE_START,
+    TOPOLOGY,
     KUBELET_RESTART,
     KUBELET_ABSENCE,
     PLUGIN_PROCESS,

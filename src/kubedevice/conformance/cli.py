@@ -18,8 +18,9 @@ HELP = """Check a device plugin the way a kubelet would meet it, in seconds and 
 
 Starts a stand-in kubelet in a temporary plugin directory, runs COMMAND with every {plugin_dir} in its
 arguments replaced by that directory (and $KUBEDEVICE_PLUGIN_DIR set to it), then checks registration,
-options, ListAndWatch, Allocate, GetPreferredAllocation, PreStartContainer, kubelet restarts and a
-kubelet that is away for a while. Exit code 0 when no check failed, 1 otherwise, 2 on usage errors.
+options, ListAndWatch, Allocate, GetPreferredAllocation, PreStartContainer, NUMA topology (against the
+node's NUMA nodes, or --numa-nodes N), kubelet restarts and a kubelet that is away for a while.
+ Exit code 0 when no check failed, 1 otherwise, 2 on usage errors.
 """
 
 
@@ -53,6 +54,12 @@ def conformance(
     absence: float = typer.Option(
         3.0, "--absence", metavar="S", help="Seconds kubelet.sock stays away in the kubelet-absence check."
     ),
+    numa_nodes: int | None = typer.Option(
+        None,
+        "--numa-nodes",
+        metavar="N",
+        help="The node has NUMA nodes 0..N-1 for the topology check [default: read from sysfs].",
+    ),
     command: list[str] | None = typer.Argument(None, metavar="-- COMMAND [ARGS...]", show_default=False),
 ) -> None:
     """Check a device plugin the way a kubelet would meet it."""
@@ -63,10 +70,18 @@ def conformance(
         raise _usage_error(f"--restarts must be 0 or more, got {restarts}")
     if not math.isfinite(absence) or absence < 0:
         raise _usage_error(f"--absence must be 0 or more seconds, got {absence:g}")
+    if numa_nodes is not None and numa_nodes < 1:
+        raise _usage_error(f"--numa-nodes must be 1 or more, got {numa_nodes}")
     problem = command_problem(argv)
     if problem is not None:
         raise _usage_error(problem)
-    options = ConformanceOptions(command=argv, timeout_s=timeout, restarts=restarts, absence_s=absence)
+    options = ConformanceOptions(
+        command=argv,
+        timeout_s=timeout,
+        restarts=restarts,
+        absence_s=absence,
+        numa_nodes=tuple(range(numa_nodes)) if numa_nodes is not None else None,
+    )
     try:
         report = asyncio.run(run_conformance(options))
     except CommandError as err:

@@ -28,6 +28,7 @@ from kubedevice.conformance.checks import (
     PRE_START,
     PREFERRED_ALLOCATION,
     REGISTRATION,
+    TOPOLOGY,
     ListAndWatchFeed,
     healthy_ids,
     list_and_watch_check,
@@ -43,6 +44,8 @@ from kubedevice.conformance.plugin_call_checks import (
 )
 from kubedevice.conformance.process import PluginProcess
 from kubedevice.conformance.report import CheckResult, Findings, Report, Result, not_run, skipped
+from kubedevice.conformance.topology_check import topology_check
+from kubedevice.topology import read_topology
 
 _STOPPING = "stopping"
 
@@ -62,6 +65,8 @@ class ConformanceOptions:
     absence_s: float = 3.0
     #: How long the plugin gets between SIGTERM and SIGKILL at the end.
     stop_grace_s: float = 5.0
+    #: The node's NUMA node IDs for the topology check; None reads them from sysfs.
+    numa_nodes: tuple[int, ...] | None = None
 
 
 async def run_conformance(options: ConformanceOptions) -> Report:
@@ -123,7 +128,7 @@ class _Run:
                 # Many plugins exit on a refusal; give them a moment so the process row says so.
                 self.process.phase = "registration (refused)"
                 await self.process.wait_exit(min(1.0, self.timeout_s))
-            for name in (OPTIONS, LIST_AND_WATCH, ALLOCATE, PREFERRED_ALLOCATION, PRE_START):
+            for name in (OPTIONS, LIST_AND_WATCH, ALLOCATE, PREFERRED_ALLOCATION, PRE_START, TOPOLOGY):
                 rows[name] = not_run(name, why)
             rows[KUBELET_RESTART] = not_run(KUBELET_RESTART, why)
             rows[KUBELET_ABSENCE] = not_run(KUBELET_ABSENCE, why)
@@ -141,6 +146,9 @@ class _Run:
         )
         rows[PRE_START], pre_start = await pre_start_check(stub, attempt.options, healthy, self.timeout_s)
         rows[OPTIONS] = options_check(attempt.request.options, attempt.options, preferred, pre_start)
+        rows[TOPOLOGY] = await topology_check(
+            stub, attempt.options, feed.first, await self._numa_nodes(), self.timeout_s
+        )
         rows[LIST_AND_WATCH] = stream_kept_open(feed, list_findings)
         await feed.close()
 
@@ -154,6 +162,12 @@ class _Run:
                 KUBELET_ABSENCE, "the plugin did not come back after a kubelet restart"
             )
         return False
+
+    async def _numa_nodes(self) -> tuple[int, ...]:
+        if self.options.numa_nodes is not None:
+            return self.options.numa_nodes
+        machine = await asyncio.to_thread(read_topology)
+        return tuple(n.id for n in machine.nodes)
 
     async def _kubelet_restarts(self, resource: str) -> tuple[CheckResult, bool]:
         """Check 7: recreate kubelet.sock the way a starting kubelet does; the plugin must register again."""

@@ -127,6 +127,14 @@ class _Demo:
         except StatusClientError:
             return False
 
+    async def pod_is(
+        self, name: str, phase: str, also: Callable[[dict[str, Any]], bool] = lambda _pod: True
+    ) -> bool:
+        """Whether pod `name` is in `phase` (and `also` holds for it)."""
+        return await self.pods_have(
+            lambda pods: any(p.get("name") == name and p.get("phase") == phase and also(p) for p in pods)
+        )
+
     async def until(self, what: str, condition: Callable[[], Awaitable[bool]]) -> None:
         deadline = time.monotonic() + STEP_DEADLINE_S
         while not await condition():
@@ -210,14 +218,7 @@ async def _play(demo: _Demo) -> None:
     )
     await demo.until(
         "wide is Failed (TopologyAffinityError): no single NUMA node holds 3 GPUs",
-        lambda: demo.pods_have(
-            lambda pods: any(
-                p.get("name") == "wide"
-                and p.get("phase") == "Failed"
-                and p.get("reason") == "TopologyAffinityError"
-                for p in pods
-            )
-        ),
+        lambda: demo.pod_is("wide", "Failed", lambda p: p.get("reason") == "TopologyAffinityError"),
     )
     await demo.show()
     before = await demo.trainer_devices()
@@ -226,9 +227,7 @@ async def _play(demo: _Demo) -> None:
     await demo.restart_daemon()
     await demo.until(
         "trainer kept its devices and NUMA hint from the checkpoint, without a new allocation",
-        lambda: demo.pods_have(
-            lambda pods: any(p.get("name") == "trainer" and p.get("phase") == "Running" for p in pods)
-        ),
+        lambda: demo.pod_is("trainer", "Running"),
     )
     if await demo.trainer_devices() != before:
         raise DemoError(
@@ -269,22 +268,12 @@ async def _play(demo: _Demo) -> None:
 
     demo.say("Story 3: the same node under --topology-manager-policy best-effort; wide is dropped in again")
     await demo.restart_daemon("best-effort")
-    await demo.until(
-        "trainer is Running again",
-        lambda: demo.pods_have(
-            lambda pods: any(p.get("name") == "trainer" and p.get("phase") == "Running" for p in pods)
-        ),
-    )
+    await demo.until("trainer is Running again", lambda: demo.pod_is("trainer", "Running"))
     await asyncio.to_thread((demo.paths.manifests / "wide.yaml").write_text, _WIDE + "# dropped in again\n")
     await demo.until(
         "best-effort admits wide across both NUMA nodes (hint 0,1)",
-        lambda: demo.pods_have(
-            lambda pods: any(
-                p.get("name") == "wide"
-                and p.get("phase") == "Running"
-                and (p["containers"][0]["topologyHint"] or {}).get("numaNodes") == [0, 1]
-                for p in pods
-            )
+        lambda: demo.pod_is(
+            "wide", "Running", lambda p: (p["containers"][0]["topologyHint"] or {}).get("numaNodes") == [0, 1]
         ),
     )
     await demo.show()
