@@ -269,6 +269,10 @@ async def _play(demo: _Demo) -> None:
     demo.say("Story 3: the same node under --topology-manager-policy best-effort; wide is dropped in again")
     await demo.restart_daemon("best-effort")
     await demo.until("trainer is Running again", lambda: demo.pod_is("trainer", "Running"))
+    await demo.until(
+        "the plugins registered again",
+        lambda: demo.node_has(lambda d: d["allocatable"].get(GPU) == 4 and d["allocatable"].get(NIC) == 2),
+    )
     await asyncio.to_thread((demo.paths.manifests / "wide.yaml").write_text, _WIDE + "# dropped in again\n")
     await demo.until(
         "best-effort admits wide across both NUMA nodes (hint 0,1)",
