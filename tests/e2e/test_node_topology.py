@@ -78,6 +78,11 @@ def test_single_numa_node_aligns_refuses_and_keeps_hints_across_a_restart(node: 
         "container",
         [0, 1],
     )
+    status_table = run_cli("status", "--root-dir", str(node.root)).stdout
+    assert (
+        "topology manager: policy single-numa-node, scope container, NUMA nodes 0,1 (--numa-nodes 2)"
+        in status_table
+    )
     table = run_cli("pods", "--root-dir", str(node.root))
     assert f"{numa} (preferred)" in table.stdout and "numa hint" in table.stdout
 

@@ -26,6 +26,14 @@ def print_node(console: Console, data: dict[str, Any]) -> None:
             ",".join(info["unhealthy"]),
         )
     console.print(table)
+    topology = data.get("topology")
+    if topology:
+        nodes = ",".join(map(str, topology["numaNodes"])) or "none"
+        console.print(
+            f"topology manager: policy {topology['policy']}, scope {topology['scope']}, "
+            f"NUMA nodes {nodes} ({topology['source']})",
+            highlight=False,
+        )
     if data["checkpoint"]["error"]:
         console.print(
             f"checkpoint {data['checkpoint']['path']}: {data['checkpoint']['error']}", highlight=False
