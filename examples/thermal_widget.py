@@ -1,6 +1,12 @@
 """A complete plugin for a made-up device: "thermal widgets", each a directory under a sysfs-like root.
 
-Run:  python examples/thermal_widget.py --root /sys/class/widget [--plugin-dir DIR]
+Each widget is a folder holding `temp` (degrees; above 90 the widget is unhealthy) and `numa_node`.
+examples/widgets/ is a small tree to try it with (w2 runs hot):
+
+    python examples/thermal_widget.py --root examples/widgets --plugin-dir DIR
+
+On a machine with such hardware the root would be its sysfs class folder (say /sys/class/widget); the plugin
+directory defaults to $KUBEDEVICE_PLUGIN_DIR, else the kubelet's.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ class ThermalWidgetPlugin(DevicePlugin):
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--root", required=True)
-    parser.add_argument("--plugin-dir", default="/var/lib/kubelet/device-plugins")
+    parser.add_argument("--root", required=True, help="the folder holding one folder per widget")
+    parser.add_argument("--plugin-dir", help="the kubelet's device plugin folder")
     args = parser.parse_args()
     serve(ThermalWidgetPlugin(args.root), args.plugin_dir)

@@ -33,6 +33,7 @@ class Widgets(DevicePlugin):
 
 async def test_plugin_watcher_mode_serves_registration_and_device_plugin(plugin_dir: str) -> None:
     registry = os.path.join(plugin_dir, "plugins_registry")
+    os.mkdir(registry)  # the kubelet's plugin watcher creates it; a plugin only waits for it
     events: list[LifecycleEvent] = []
     async with PluginServer(
         Widgets(), plugin_watcher=True, registry_dir=registry, on_event=events.append

@@ -28,6 +28,10 @@ DEVICE_PLUGIN_TYPE: Final = "DevicePlugin"
 #: The PodResources socket of a real kubelet.
 POD_RESOURCES_SOCKET: Final = "/var/lib/kubelet/pod-resources/kubelet.sock"
 
+#: Environment variable naming the plugin directory (argument > this > the default), for every SDK plugin
+#: and the conformance checker, which sets it to its temporary directory.
+PLUGIN_DIR_ENV: Final = "KUBEDEVICE_PLUGIN_DIR"
+
 #: Name of the device manager's checkpoint file, kept in the device plugin directory.
 CHECKPOINT_NAME: Final = "kubelet_internal_checkpoint"
 

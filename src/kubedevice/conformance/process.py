@@ -9,10 +9,11 @@ import signal
 from collections.abc import Sequence
 from pathlib import Path
 
+from kubedevice.api.constants import PLUGIN_DIR_ENV
+
 #: Every `{plugin_dir}` in the command's arguments becomes the checker's temporary plugin directory.
 PLUGIN_DIR_PLACEHOLDER = "{plugin_dir}"
 #: The environment variable plugins built on our SDK read their plugin directory from.
-PLUGIN_DIR_ENV = "KUBEDEVICE_PLUGIN_DIR"
 
 
 def expand_command(command: Sequence[str], plugin_dir: Path) -> list[str]:

@@ -15,11 +15,12 @@ serve(MyPlugin())
 """
 
 from kubedevice.plugin.base import DevicePlugin
+from kubedevice.plugin.entry import print_event, serve
 from kubedevice.plugin.errors import ConfigError, InvalidRequest, PluginError
 from kubedevice.plugin.events import EventKind, LifecycleEvent
 from kubedevice.plugin.metrics import PluginMetrics
 from kubedevice.plugin.model import Allocation, Device, DeviceSpec, Mount, PluginOptions
-from kubedevice.plugin.server import DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, Backoff, PluginServer, serve
+from kubedevice.plugin.server import DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, Backoff, PluginServer
 
 __all__ = [
     "DEFAULT_PLUGIN_DIR",
@@ -38,5 +39,6 @@ __all__ = [
     "PluginMetrics",
     "PluginOptions",
     "PluginServer",
+    "print_event",
     "serve",
 ]

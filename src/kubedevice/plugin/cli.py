@@ -17,14 +17,13 @@ from pathlib import Path
 
 import typer
 
+from kubedevice.api.constants import PLUGIN_DIR_ENV
 from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.builtin.fake import FakeConfig, FakePlugin, NumaLayout
 from kubedevice.plugin.builtin.paths import PathsPlugin
+from kubedevice.plugin.entry import print_event
 from kubedevice.plugin.errors import ConfigError
-from kubedevice.plugin.events import LifecycleEvent
 from kubedevice.plugin.server import DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, PluginServer
-
-PLUGIN_DIR_ENV = "KUBEDEVICE_PLUGIN_DIR"
 
 
 def _usage_error(message: str) -> typer.Exit:
@@ -149,10 +148,6 @@ def paths(
     )
 
 
-def _print_event(event: LifecycleEvent) -> None:
-    print(event.line(), flush=True)
-
-
 def _run(common: _Common, make_plugin: Callable[[], DevicePlugin]) -> None:
     # gRPC core logs every GOAWAY of a restarting kubelet at INFO on stderr; that is normal here.
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
@@ -169,7 +164,7 @@ def _run(common: _Common, make_plugin: Callable[[], DevicePlugin]) -> None:
             metrics_port=common.metrics_port,
             use_inotify=common.inotify,
             handle_signals=True,
-            on_event=_print_event,
+            on_event=print_event,
         )
         asyncio.run(server.run())
     except ConfigError as exc:

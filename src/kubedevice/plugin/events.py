@@ -14,6 +14,8 @@ log = logging.getLogger(__name__)
 class EventKind(enum.StrEnum):
     SERVING = "serving"
     """The DevicePlugin service answers on a new socket."""
+    WAITING = "waiting"
+    """What the server waits for before it can register: the plugin directory or kubelet.sock (said once)."""
     REGISTERED = "registered"
     """The first successful Register with the kubelet."""
     KUBELET_RESTART = "kubelet-restart"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Sequence
 
@@ -10,6 +11,9 @@ from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.model import Device
 
 log = logging.getLogger(__name__)
+
+#: The longest wait between two tries of a device source that keeps failing, in seconds.
+MAX_BACKOFF_S = 30.0
 
 
 class Inventory:
@@ -66,23 +70,61 @@ class Inventory:
             await self._next.wait()
         return self._version, self._devices
 
-    async def follow(self, plugin: DevicePlugin, retry_interval: float) -> None:
+    async def follow(
+        self, plugin: DevicePlugin, retry_interval: float, max_backoff: float = MAX_BACKOFF_S
+    ) -> None:
         """Feed the inventory from the plugin's device source until cancelled.
 
-        A failing source is logged and restarted after `retry_interval`; the last good list stays
-        in force meanwhile, so a flaky health probe does not make every device vanish.
+        A source that fails is restarted after `retry_interval`, doubling up to `max_backoff` while it keeps
+        failing. Its error is logged once per different error, then only as a count (after 10, 100, 1000...
+        failures), never once per retry. While it fails, the last known devices are reported unhealthy: the
+        plugin cannot vouch for them, and the kubelet must not hand them out.
         """
+        failures = 0
+        last_error = ""
+        delay = retry_interval
         while True:
             try:
                 async for devices in plugin.watch_devices():
+                    if failures:
+                        log.warning(
+                            "device source of %s works again after %d failure(s)",
+                            plugin.resource_name,
+                            failures,
+                        )
+                        failures, last_error, delay = 0, "", retry_interval
                     self._apply(devices)
                 log.warning("device source of %s ended; restarting it", plugin.resource_name)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.error("device source of %s failed: %s", plugin.resource_name, _describe(exc))
+                failures += 1
+                error = _describe(exc)
+                if error != last_error:
+                    log.error(
+                        "device source of %s failed: %s (retrying with backoff up to %gs; its devices are "
+                        "unhealthy meanwhile)",
+                        plugin.resource_name,
+                        error,
+                        max_backoff,
+                    )
+                    last_error = error
+                elif _is_power_of_ten(failures):
+                    log.error(
+                        "device source of %s still failing (%d times): %s",
+                        plugin.resource_name,
+                        failures,
+                        error,
+                    )
+                self._mark_unhealthy()
+                cap = max(max_backoff, retry_interval)
+                delay = retry_interval if failures == 1 else min(delay * 2, cap)
             self.ready.set()
-            await asyncio.sleep(retry_interval)
+            await asyncio.sleep(delay)
+
+    def _mark_unhealthy(self) -> None:
+        if any(d.healthy for d in self._devices):
+            self.update(dataclasses.replace(d, healthy=False) for d in self._devices)
 
     def _apply(self, devices: Sequence[Device]) -> None:
         try:
@@ -90,6 +132,12 @@ class Inventory:
         except ValueError as exc:
             log.error("ignoring device list: %s", exc)
             self.ready.set()
+
+
+def _is_power_of_ten(n: int) -> bool:
+    while n >= 10 and n % 10 == 0:
+        n //= 10
+    return n == 1
 
 
 def _describe(exc: BaseException) -> str:

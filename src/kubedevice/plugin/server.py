@@ -21,7 +21,12 @@ from dataclasses import dataclass
 
 import grpc
 
-from kubedevice.api.constants import DEVICE_PLUGIN_PATH, DIAL_TIMEOUT_S, PLUGINS_REGISTRY_PATH, VERSION
+from kubedevice.api.constants import (
+    DEVICE_PLUGIN_PATH,
+    DIAL_TIMEOUT_S,
+    PLUGINS_REGISTRY_PATH,
+    VERSION,
+)
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from kubedevice.plugin.base import DevicePlugin
@@ -35,6 +40,7 @@ from kubedevice.plugin.naming import check_resource_name, check_socket_path, soc
 from kubedevice.plugin.service import DevicePluginService, WatcherRegistrationService
 from kubedevice.plugin.watcher import KubeletWatcher, SocketIdentity
 from kubedevice.plugin.wire import options_to_wire
+from kubedevice.watch import DirectoryWatch
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +101,8 @@ class PluginServer:
         stem = socket_stem(self.resource)
         # Fail now, naming the path, rather than at bind time deep inside a retry loop.
         check_socket_path(os.path.join(self.plugin_dir, f"{stem}-{os.getpid()}-000.sock"))
+        check_plugin_dir(self.plugin_dir)
+        self._poll_interval = poll_interval
         self._debounce = debounce
         self._backoff = backoff
         self._register_timeout = register_timeout
@@ -124,6 +132,7 @@ class PluginServer:
         self._started = False
         self._stopped = False
         self.registrations = 0
+        self._said_waiting = False
         self.metrics_http_port: int | None = None
 
     # ---- public facade -------------------------------------------------------------------------
@@ -137,21 +146,15 @@ class PluginServer:
         if self._started:
             raise RuntimeError("PluginServer already started")
         self._started = True
-        try:
-            os.makedirs(self.plugin_dir, mode=0o750, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(f"cannot create plugin directory {self.plugin_dir}: {exc.strerror}") from exc
-        if not os.access(self.plugin_dir, os.W_OK | os.X_OK):
-            raise ConfigError(f"plugin directory {self.plugin_dir} is not writable")
         if self._metrics_port is not None:
             self.metrics_http_port = self.metrics.serve_http(self._metrics_port)
             log.info("metrics of %s on port %d", self.resource, self.metrics_http_port)
         loop = asyncio.get_running_loop()
         retry = getattr(self.plugin, "poll_interval", 5.0)
         self._tasks.append(loop.create_task(self.inventory.follow(self.plugin, retry), name="device-source"))
-        self.watcher.start()
-        lifecycle = self._watcher_mode_lifecycle() if self.plugin_watcher else self._kubelet_lifecycle()
-        self._tasks.append(loop.create_task(lifecycle, name="plugin-lifecycle"))
+        if self._plugin_dir_exists():
+            self.watcher.start()  # at once, so it sees every change from now on
+        self._tasks.append(loop.create_task(self._lifecycle(), name="plugin-lifecycle"))
         if self._handle_signals:
             loop.add_signal_handler(signal.SIGTERM, self._stop_requested.set)
             loop.add_signal_handler(signal.SIGINT, self._stop_requested.set)
@@ -206,6 +209,38 @@ class PluginServer:
 
     # ---- kubelet.sock registration --------------------------------------------------------------
 
+    async def _lifecycle(self) -> None:
+        if self.watcher.mode == "stopped":
+            await self._wait_for_plugin_dir()
+            self.watcher.start()
+        await (self._watcher_mode_lifecycle() if self.plugin_watcher else self._kubelet_lifecycle())
+
+    def _plugin_dir_exists(self) -> bool:
+        return os.path.isdir(self.plugin_dir)
+
+    async def _wait_for_plugin_dir(self) -> None:
+        exists = self._plugin_dir_exists
+        if exists():
+            return
+        self._say_waiting(self.plugin_dir, "the plugin directory")
+        # A missing directory can only be polled: the watch does that, until it exists.
+        watch = DirectoryWatch(self.plugin_dir, poll_state=exists, poll_interval=self._poll_interval)
+        watch.start()
+        try:
+            while not exists():
+                await watch.changed.wait()
+                watch.changed.clear()
+        finally:
+            await watch.stop()
+        check_plugin_dir(self.plugin_dir)
+
+    def _say_waiting(self, path: str, what: str) -> None:
+        if self._said_waiting:
+            return
+        self._said_waiting = True
+        log.info("waiting for %s at %s", what, path)
+        self.events.emit(EventKind.WAITING, path=path)
+
     async def _kubelet_lifecycle(self) -> None:
         await self.inventory.ready.wait()
         registered_with: SocketIdentity | None = None
@@ -228,6 +263,8 @@ class PluginServer:
                 registered_with = await self._register_with_retry()
                 restart_noticed = False
                 continue
+            if state.kubelet is None and registered_with is None:
+                self._say_waiting(self.watcher.kubelet_socket, "kubelet.sock")
             await self.watcher.changed.wait()
             # A restart shows several signs in a burst (sockets deleted, kubelet.sock created):
             # look once the burst has settled.
@@ -326,11 +363,25 @@ async def _cancel_and_wait(task: asyncio.Task[None]) -> None:
         log.error("%s ended with %r", task.get_name(), task.exception())
 
 
-def serve(plugin: DevicePlugin, plugin_dir: str = DEFAULT_PLUGIN_DIR, **options: object) -> None:
-    """Run `plugin` until SIGTERM or SIGINT (blocking). Options are PluginServer's keyword arguments."""
+def check_plugin_dir(directory: str) -> None:
+    """Refuse a plugin directory that cannot be used now or ever; a missing one is waited for, not created.
 
-    async def main() -> None:
-        server = PluginServer(plugin, plugin_dir, handle_signals=True, **options)  # type: ignore[arg-type]
-        await server.run()
-
-    asyncio.run(main())
+    The kubelet owns the directory and creates it when it starts; a plugin that created it could leave a
+    directory the kubelet then finds with the wrong owner or mode.
+    """
+    existing = directory
+    while not os.path.lexists(existing):
+        parent = os.path.dirname(existing)
+        if parent == existing:
+            return
+        existing = parent
+    if not os.path.isdir(existing):
+        raise ConfigError(
+            f"plugin directory {directory} can never exist: {existing} is a file, not a folder — "
+            "give the kubelet's device plugin directory"
+        )
+    if existing == directory and not os.access(directory, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"plugin directory {directory} is not writable — run the plugin as the kubelet's user or give "
+            "it write access"
+        )

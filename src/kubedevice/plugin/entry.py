@@ -1,0 +1,54 @@
+"""`serve()`: the one call a plugin's script makes; runs a DevicePlugin beside the kubelet until stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+
+from kubedevice.api.constants import PLUGIN_DIR_ENV
+from kubedevice.plugin.base import DevicePlugin
+from kubedevice.plugin.errors import ConfigError
+from kubedevice.plugin.events import LifecycleEvent
+from kubedevice.plugin.server import DEFAULT_PLUGIN_DIR, PluginServer
+
+
+def serve(
+    plugin: DevicePlugin,
+    plugin_dir: str | None = None,
+    *,
+    print_events: bool = True,
+    **options: object,
+) -> None:
+    """Run `plugin` until SIGTERM or SIGINT (blocking); options are PluginServer's keyword arguments.
+
+    The plugin directory is `plugin_dir`, else `$KUBEDEVICE_PLUGIN_DIR`, else the kubelet's. Each lifecycle
+    event (waiting, serving, registered, kubelet restart, re-registered, stopped...) is printed as one line
+    on stdout unless `print_events` is False. A configuration error is one line on stderr and exit code 2.
+    """
+    directory = plugin_dir or os.environ.get(PLUGIN_DIR_ENV) or DEFAULT_PLUGIN_DIR
+    command = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "serve"
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+    async def main() -> None:
+        server = PluginServer(
+            plugin,
+            directory,
+            handle_signals=True,
+            on_event=print_event if print_events else None,
+            **options,  # type: ignore[arg-type]
+        )
+        await server.run()
+
+    try:
+        asyncio.run(main())
+    except ConfigError as exc:
+        print(f"error: {command}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def print_event(event: LifecycleEvent) -> None:
+    """Print one lifecycle event as its one stable line (what `kubedevice plugin ...` prints too)."""
+    print(event.line(), flush=True)
