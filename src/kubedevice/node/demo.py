@@ -191,6 +191,15 @@ class _Demo:
                     self.console.print(line, highlight=False, markup=False)
 
 
+#: The demo's last lines: the same story by hand (from a clone, with the venv on PATH).
+TRY_IT_YOURSELF = """
+try it yourself (from a clone of the repository, after `. .venv/bin/activate`):
+  kubedevice node --root-dir /tmp/kd &
+  kubedevice plugin fake --resource example.com/gpu --devices 4 --plugin-dir /tmp/kd/device-plugins &
+  cp examples/pods/one-gpu.yaml /tmp/kd/manifests/     # then: kubedevice status --root-dir /tmp/kd
+"""
+
+
 def _capacity(d: dict[str, Any], resource: str) -> int | None:
     value = d["capacity"].get(resource)
     return int(value) if value is not None else None
@@ -299,6 +308,7 @@ async def _main(console: Console) -> int:
     console.print(
         "\n[bold green]demo finished[/bold green]: every story ended as the kubelet's would.", soft_wrap=True
     )
+    console.print(TRY_IT_YOURSELF, highlight=False, soft_wrap=True, markup=False)
     return 0
 
 

@@ -1,0 +1,138 @@
+"""The README's commands run as written (with /tmp/kd swapped for a temporary folder), as real processes.
+
+The node daemon block: the daemon and the fake plugin in the background, a sample pod copied in, then
+`status`, `pods` and `podresources`. The plugin example's documented command, on its shipped widget tree.
+The demo's closing "try it yourself" lines are the same commands. (`kubedevice demo` has its own test.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kubedevice.node.demo import TRY_IT_YOURSELF
+from tests.node_helpers import short_tmpdir, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+ENV = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def readme_block(marker: str) -> list[str]:
+    """The command lines of the README's sh block that contains `marker` (comments dropped)."""
+    for block in README.read_text(encoding="utf-8").split("```sh")[1:]:
+        code = block.split("```")[0]
+        if marker in code:
+            return [line.split("  #")[0].strip() for line in code.strip().splitlines() if line.strip()]
+    raise AssertionError(f"README.md has no sh block with {marker!r}")
+
+
+class Shell:
+    """Runs README lines: `cmd &` in the background (killed at the end), others to completion."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.background: list[subprocess.Popen[bytes]] = []
+
+    def line(self, text: str) -> subprocess.CompletedProcess[str] | None:
+        text = text.replace("/tmp/kd", str(self.root))
+        if text.endswith("&"):
+            log = open(self.root.parent / f"{self.root.name}-{len(self.background)}.log", "wb")  # noqa: SIM115
+            self.background.append(
+                subprocess.Popen(shlex.split(text[:-1]), cwd=REPO, env=ENV, stdout=log, stderr=log)
+            )
+            return None
+        return subprocess.run(
+            shlex.split(text), cwd=REPO, env=ENV, capture_output=True, text=True, timeout=60
+        )
+
+    def close(self) -> None:
+        for process in self.background:
+            process.send_signal(signal.SIGTERM)
+        for process in self.background:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture
+def shell() -> Iterator[Shell]:
+    base = short_tmpdir("kd-readme-")
+    sh = Shell(base / "kd")
+    try:
+        yield sh
+    finally:
+        sh.close()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _pods(shell: Shell) -> dict[str, str]:
+    result = shell.line("kubedevice pods --root-dir /tmp/kd --json")
+    if result is None or result.returncode != 0:
+        return {}
+    return {p["name"]: p["phase"] for p in json.loads(result.stdout)}
+
+
+def test_the_node_daemon_block_runs_as_written(shell: Shell) -> None:
+    lines = readme_block("kubedevice node --root-dir /tmp/kd")
+    start = [line for line in lines if line.endswith("&")]
+    assert [line.split()[1] for line in start] == ["node", "plugin"]
+    for line in start:
+        shell.line(line)
+    wait_for(lambda: (shell.root / "manifests").is_dir(), "the daemon's manifest folder")
+    copy = next(line for line in lines if line.startswith("cp "))
+    assert shell.line(copy).returncode == 0  # type: ignore[union-attr]
+    wait_for(lambda: _pods(shell).get("one-gpu") == "Running", "the sample pod to be Running")
+    for line in lines:
+        if line.startswith(("kubedevice status", "kubedevice pods", "kubedevice podresources")):
+            result = shell.line(line)
+            assert result is not None and result.returncode == 0, (line, result and result.stderr)
+            assert "one-gpu" in result.stdout or "example.com/gpu" in result.stdout, (line, result.stdout)
+    for sample in ("init-sidecar-app.yaml", "too-many-gpus.yaml"):
+        shell.line(f"cp examples/pods/{sample} /tmp/kd/manifests/")
+    wait_for(
+        lambda: (
+            {k: v for k, v in _pods(shell).items() if k != "one-gpu"}
+            == {"init-sidecar-app": "Running", "too-many-gpus": "Failed"}
+        ),
+        "the other samples: one Running, one Failed",
+    )
+
+
+def test_the_example_plugins_documented_command_runs_on_its_widget_tree(shell: Shell) -> None:
+    shell.line("kubedevice node --root-dir /tmp/kd &")
+    wait_for(lambda: (shell.root / "device-plugins" / "kubelet.sock").exists(), "kubelet.sock")
+    readme = README.read_text(encoding="utf-8")
+    command = "python examples/thermal_widget.py --root examples/widgets --plugin-dir /tmp/kd/device-plugins"
+    assert command in readme
+    shell.line(command.replace("python", sys.executable, 1) + " &")
+
+    def widgets() -> tuple[int, int] | None:
+        result = shell.line("kubedevice status --root-dir /tmp/kd --json")
+        if result is None or result.returncode != 0:
+            return None
+        node = json.loads(result.stdout)
+        resource = "example.com/thermal-widget"
+        found = (node["capacity"].get(resource), node["allocatable"].get(resource))
+        return found if found == (3, 2) else None
+
+    wait_for(widgets, "3 widgets, w2 too hot")
+
+
+def test_the_demo_ends_with_the_readmes_commands() -> None:
+    lines = [line.split("  #")[0].strip() for line in TRY_IT_YOURSELF.splitlines()]
+    readme = README.read_text(encoding="utf-8")
+    for line in lines[2:]:
+        if line:
+            assert line.split(" --stop-grace-period")[0].rstrip(" &") in readme, line
