@@ -1,6 +1,6 @@
 """Test helpers for the plugin SDK: a fake kubelet registration server and deadline-bounded waits.
 
-The fake kubelet does what SPEC §2.1 says the real one does inside Register (era B/C): it dials the
+The fake kubelet does what the real one does inside Register (era B/C): it dials the
 plugin's socket, calls GetDevicePluginOptions, and only then answers; ListAndWatch is then followed
 in the background. Everything is real gRPC over real unix sockets.
 """
@@ -94,7 +94,7 @@ class FakeKubelet(dp_grpc.RegistrationServicer):
 
     async def start(self) -> None:
         if self.cleanup_on_start:
-            # What the real kubelet does at start (SPEC §8.1 step 3): every socket but the checkpoint goes.
+            # What the real kubelet does at start: every socket but the checkpoint goes.
             for name in os.listdir(self.directory):
                 path = os.path.join(self.directory, name)
                 with contextlib.suppress(FileNotFoundError):

@@ -58,7 +58,7 @@ def test_daemon_and_plugin_restart_together_keep_devices(node: NodeProcesses) ->
     node.kill_daemon()
     node.kill_plugin(GPU)  # the node lost both: the plugin comes back as a new process
     node.start_daemon()
-    # Capacity is 0/0 until the plugin is back, yet the pod keeps its devices (SPEC §8.1).
+    # Capacity is 0/0 until the plugin is back, yet the pod keeps its devices.
     assert node.pod("keep")["phase"] == "Running"  # type: ignore[index]
     assert _podresources(node)["keep"] == {"main": sorted(before["main"])}
     node.start_plugin(GPU, 4)
@@ -120,7 +120,7 @@ def test_init_sidecar_and_regular_containers_get_the_expected_devices(node: Node
     node.wait_capacity(GPU, 4, 4)
     node.write_manifest("layered.yaml", INIT_SIDECAR_MAIN)
     got = _devices(node.wait_phase("layered", "Running"))
-    # The init container's devices are reused by the containers after it (SPEC §5.1): the sidecar takes
+    # The init container's devices are reused by the containers after it: the sidecar takes
     # one of them for good, the main container the other plus one fresh device.
     assert got == {
         "init": ["fake-0", "fake-1"],
@@ -219,7 +219,7 @@ def test_node_reboot_with_a_slow_plugin_fails_admission_by_default(node: NodePro
     _reboot_with_pod(node)
     node.start_daemon("--boot-id", "boot-b")
     # Nothing runs after a reboot, so the checkpointed pod is admitted again with the kubelet's checks;
-    # its plugin has not re-registered, so it has no healthy device (SPEC §8.1 step 5).
+    # its plugin has not re-registered, so it has no healthy device.
     failed = node.wait_phase("survivor", "Failed")
     assert failed["reason"] == "UnexpectedAdmissionError"
     assert failed["message"] == f"no healthy devices present; cannot allocate unhealthy devices {GPU}"

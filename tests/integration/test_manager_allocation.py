@@ -1,4 +1,4 @@
-"""Allocation, run options, GC and topology hints against real plugins (SPEC §4.4, §5, §6)."""
+"""Allocation, run options, GC and topology hints against real plugins."""
 
 from __future__ import annotations
 
@@ -317,7 +317,7 @@ async def test_run_options_merge_prestart_and_reallocation(root: Path) -> None:
             await registered(m, b)
             c = Container("c", {R: 1, R2: 1})
             pod = Pod("pod-1", containers=[c])
-            # Nothing cached and PreStart required: the kubelet fails before re-allocating (SPEC §6.1).
+            # Nothing cached and PreStart required: the kubelet fails before re-allocating.
             with pytest.raises(RunOptionsError) as err:
                 await m.get_device_run_container_options(pod, c)
             assert str(err.value) == (

@@ -1,4 +1,4 @@
-"""Start, stop, restarts, checkpoint, stream ends, grace period, probe-mode plugins (SPEC §3, §7, §8)."""
+"""Start, stop, restarts, checkpoint, stream ends, grace period, probe-mode plugins."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Registration on kubelet.sock (SPEC §2.1, §2.3): validation, connection, re-registration, metrics."""
+"""Registration on kubelet.sock: validation, connection, re-registration, metrics."""
 
 from __future__ import annotations
 

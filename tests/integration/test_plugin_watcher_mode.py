@@ -1,4 +1,4 @@
-"""Plugin-watcher ("probe mode") registration (SPEC §2.2), and the metrics endpoint."""
+"""Plugin-watcher ("probe mode") registration, and the metrics endpoint."""
 
 from __future__ import annotations
 

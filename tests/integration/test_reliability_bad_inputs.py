@@ -219,7 +219,7 @@ def _counts(node: Node) -> str | None:
     return None
 
 
-#: Over gRPC's 4 MiB default, where the kubelet's stream breaks (SPEC §1.4); the manager accepts it.
+#: Over gRPC's 4 MiB default, where the kubelet's stream breaks; the manager accepts it.
 _HUGE_LIST = [dp.Device(ID=f"{i:08d}" + "x" * 1000, health="Healthy") for i in range(5000)]
 
 

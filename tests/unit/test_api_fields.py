@@ -11,7 +11,7 @@ from kubedevice.api.podresources.v1 import api_pb2 as pr
 # message full name -> {field name: (number, type)}; type is a scalar name, a message full name,
 # "repeated <type>" or "map<string,string>".
 SPEC_FIELDS: dict[str, dict[str, tuple[int, str]]] = {
-    # device plugin API v1beta1 (SPEC.md §1.1)
+    # device plugin API v1beta1
     "v1beta1.DevicePluginOptions": {
         "pre_start_required": (1, "bool"),
         "get_preferred_allocation_available": (2, "bool"),
@@ -58,7 +58,7 @@ SPEC_FIELDS: dict[str, dict[str, tuple[int, str]]] = {
         "permissions": (3, "string"),
     },
     "v1beta1.CDIDevice": {"name": (1, "string")},
-    # plugin-watcher registration (SPEC.md §1.2)
+    # plugin-watcher registration
     "pluginregistration.PluginInfo": {
         "type": (1, "string"),
         "name": (2, "string"),
@@ -68,7 +68,7 @@ SPEC_FIELDS: dict[str, dict[str, tuple[int, str]]] = {
     "pluginregistration.RegistrationStatus": {"plugin_registered": (1, "bool"), "error": (2, "string")},
     "pluginregistration.RegistrationStatusResponse": {},
     "pluginregistration.InfoRequest": {},
-    # PodResources v1 (SPEC.md §1.3)
+    # PodResources v1
     "v1.AllocatableResourcesRequest": {},
     "v1.ListPodResourcesRequest": {},
     "v1.AllocatableResourcesResponse": {

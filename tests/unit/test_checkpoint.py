@@ -1,4 +1,4 @@
-"""The checkpoint codec and checksum against real kubelet files and Go's encoding/json rules (SPEC §7)."""
+"""The checkpoint codec and checksum against real kubelet files and Go's encoding/json rules."""
 
 from __future__ import annotations
 

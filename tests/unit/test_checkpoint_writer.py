@@ -1,4 +1,4 @@
-"""Group-commit checkpoint writes on a real file (SPEC §7.7)."""
+"""Group-commit checkpoint writes on a real file."""
 
 from __future__ import annotations
 

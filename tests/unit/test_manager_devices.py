@@ -1,4 +1,4 @@
-"""Snapshots, pod devices and run options merging (SPEC §3.2, §4.6, §6.3, §7.7)."""
+"""Snapshots, pod devices and run options merging."""
 
 from __future__ import annotations
 

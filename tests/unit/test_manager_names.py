@@ -1,4 +1,4 @@
-"""Registration checks: extended resource names, versions and endpoints (SPEC §2.1)."""
+"""Registration checks: extended resource names, versions and endpoints."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ def test_device_defaults_and_wire_round_trip() -> None:
     )
     assert not device_to_wire(plain).HasField("topology")
     assert device_from_wire(message) == Device("d-1", False, (0, 1))
-    # Only the exact string counts as healthy (SPEC §1.1).
+    # Only the exact string counts as healthy.
     assert device_from_wire(dp.Device(ID="x", health="healthy")).healthy is False
 
 

@@ -1,4 +1,4 @@
-"""Constants of the device plugin API v1beta1 and of the kubelet paths around it (SPEC.md §1.1)."""
+"""Constants of the device plugin API v1beta1 and of the kubelet paths around it."""
 
 from __future__ import annotations
 

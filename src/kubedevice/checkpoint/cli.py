@@ -82,7 +82,7 @@ def _summarize(raw: bytes) -> _AllocSummary:
     try:
         resp = dp.ContainerAllocateResponse.FromString(raw)
     except DecodeError as err:
-        # The kubelet skips such an entry when it restores (SPEC §7.8); show why.
+        # The kubelet skips such an entry when it restores; show why.
         return _AllocSummary({}, [], [], {}, [], error=f"not a ContainerAllocateResponse: {err}")
     return _AllocSummary(
         envs=dict(sorted(resp.envs.items())),

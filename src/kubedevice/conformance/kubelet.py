@@ -1,7 +1,7 @@
 """A stand-in kubelet for the checker: the Registration service on kubelet.sock and the restart moves.
 
 It judges each RegisterRequest the way the kubelet does (version, extended resource name, endpoint inside the
-directory, then dial the plugin and ask its options, all inside Register: SPEC §2.1) and keeps every attempt
+directory, then dial the plugin and ask its options, all inside Register) and keeps every attempt
 so the checks can say exactly what went wrong. It does not manage devices: the checks drive the plugin.
 """
 
@@ -113,7 +113,7 @@ class FakeKubelet:
         return await asyncio.to_thread(_remove_sockets, self.plugin_dir)
 
     async def restart(self) -> float:
-        """Stop, clean, start: the sequence a plugin sees when the kubelet restarts (SPEC §8.1)."""
+        """Stop, clean, start: the sequence a plugin sees when the kubelet restarts."""
         await self.stop()
         await self.clean_plugin_dir()
         return await self.start()

@@ -77,13 +77,13 @@ class Allocator:
         #: While False: no garbage collection, and the startup running containers take the fast path.
         self.sources_ready = True
         self.startup_running: frozenset[tuple[str, str]] = frozenset()
-        #: pod UID -> resource -> devices later containers of the pod may reuse (SPEC §5.1).
+        #: pod UID -> resource -> devices later containers of the pod may reuse.
         self.reuse: dict[str, dict[str, set[str]]] = {}
         #: pod UID -> its admission in progress (serialises the pod's containers).
         self._admitting: dict[str, _Admission] = {}
 
     def update_allocated_devices(self, active_pod_uids: Iterable[str] | None = None) -> list[str]:
-        """Drop the allocations of pods that are not active (SPEC §4.4); returns the UIDs dropped.
+        """Drop the allocations of pods that are not active; returns the UIDs dropped.
 
         Without `active_pod_uids` the `active_pods` callback is asked; with neither nothing happens.
         Nothing happens either while `sources_ready` is False.
@@ -109,10 +109,10 @@ class Allocator:
         return removed
 
     async def allocate(self, pod: Pod, container: Container, *, already_running: bool = False) -> None:
-        """Give `container` its devices (SPEC §5.1). Call for init containers first, in order.
+        """Give `container` its devices. Call for init containers first, in order.
 
         `already_running` says the container survived a restart of this manager and keeps its
-        checkpointed devices without any check (SPEC §8.1 step 5). Raises AdmissionError.
+        checkpointed devices without any check. Raises AdmissionError.
         """
         for resource, quantity in container.limits.items():
             if quantity < 0:
@@ -218,7 +218,7 @@ class Allocator:
         reusable: set[str],
         already_running: bool,
     ) -> Picker | None:
-        """The kubelet's devicesToAllocate (SPEC §5.3); the returned picker's devices are reserved."""
+        """The kubelet's devicesToAllocate; the returned picker's devices are reserved."""
         needed = required
         pre = self._state.pod_devices.container_devices(pod.uid, container.name, resource)
         if pre is not None:
@@ -365,7 +365,7 @@ def _proto_text(msg: dp.AllocateResponse) -> str:
 def filter_by_affinity(
     available: set[str], devices: ResourceDevices, affinity: frozenset[int] | None
 ) -> tuple[set[str], set[str], set[str]]:
-    """Split `available` into (from the affinity, not from it, without topology) (SPEC §5.4).
+    """Split `available` into (from the affinity, not from it, without topology).
 
     Each device goes to the first of its NUMA nodes in this order: nodes of the affinity, then the
     others, each by ascending number of available devices (ties by node ID), then "no topology".

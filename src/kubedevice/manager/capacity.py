@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 def get_capacity(
     state: ManagerState, stop_grace_period: float, checkpoint_soon: Callable[[], None]
 ) -> tuple[dict[str, int], dict[str, int], list[str]]:
-    """(capacity, allocatable, deleted resources); drops resources past the grace period (SPEC §4.2)."""
+    """(capacity, allocatable, deleted resources); drops resources past the grace period."""
     now = state.clock()
     capacity: dict[str, int] = {}
     allocatable: dict[str, int] = {}
@@ -45,7 +45,7 @@ def get_capacity(
 
 
 def get_allocatable_devices(state: ManagerState) -> dict[str, dict[str, tuple[int, ...]]]:
-    """resource -> healthy device ID -> its NUMA nodes (empty: no topology) (SPEC §4.3)."""
+    """resource -> healthy device ID -> its NUMA nodes (empty: no topology)."""
     out: dict[str, dict[str, tuple[int, ...]]] = {}
     for resource, devices in state.devices.items():
         if not devices.reported:
@@ -56,5 +56,5 @@ def get_allocatable_devices(state: ManagerState) -> dict[str, dict[str, tuple[in
 
 
 def allocated_device_counts(state: ManagerState) -> dict[str, int]:
-    """resource -> devices held by containers; node allocatable never goes below these (SPEC §4.5)."""
+    """resource -> devices held by containers; node allocatable never goes below these."""
     return {r: len(ids) for r, ids in state.allocated.items()}

@@ -1,6 +1,6 @@
 """Per-resource device bookkeeping: the last ListAndWatch snapshot as healthy / unhealthy sets and topology.
 
-A snapshot replaces everything the resource had (SPEC §3.2). Only the exact string "Healthy" is healthy.
+A snapshot replaces everything the resource had. Only the exact string "Healthy" is healthy.
 Applying a snapshot touches each device once and keeps no per-device objects beyond the ID strings, their
 health class and the NUMA nodes of devices that report any, so 10^6 devices stay cheap.
 
@@ -219,7 +219,7 @@ class ResourceDevices:
         return report
 
     def mark_unhealthy(self) -> None:
-        """The plugin went away: every device becomes unhealthy, topology stays (SPEC §3.3)."""
+        """The plugin went away: every device becomes unhealthy, topology stays."""
         self._last_bytes = None  # healthy no longer matches the last snapshot: no diff against it
         if self.healthy:
             self.unhealthy |= self.healthy

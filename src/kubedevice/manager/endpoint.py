@@ -1,8 +1,8 @@
 """One plugin connection: the gRPC channel, the ListAndWatch stream and the calls with their deadlines.
 
 An endpoint is "stopped" once its stream ended or it was restored from the checkpoint without a plugin
-(SPEC §3.1); a stopped endpoint refuses every call. Every call carries a deadline, so a hung plugin fails
-only the request that waits on it.
+(the kubelet's stopped endpoint); a stopped endpoint refuses every call. Every call carries a deadline, so
+a hung plugin fails only the request that waits on it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from kubedevice.manager.errors import PluginCallError
 log = logging.getLogger(__name__)
 
 #: 100,000 devices with long IDs and topology exceed gRPC's 4 MiB default; the kubelet breaks there
-#: (SPEC §1.4), we do not.
+#: (it refuses lists over about 150,000 devices), we do not.
 MAX_RECEIVE_MESSAGE_BYTES = 256 * 1024 * 1024
 
 CHANNEL_OPTIONS: Sequence[tuple[str, int | str]] = (
@@ -126,11 +126,11 @@ class Endpoint:
         self._stop_time = now
 
     def grace_period_expired(self, now: float, grace_period: float) -> bool:
-        """Strictly more than the grace period since the stop (SPEC §3.1)."""
+        """Strictly more than the grace period since the stop."""
         return self._stop_time is not None and now - self._stop_time > grace_period
 
     async def list_and_watch(self, on_snapshot: SnapshotHandler) -> str:
-        """Follow the stream until it ends; returns why it ended. Never reconnects (SPEC §2.3)."""
+        """Follow the stream until it ends; returns why it ended. Never reconnects."""
         if self._stub is None or self._channel is None:
             return "endpoint has no plugin"
         # Snapshots stay bytes until applied, so an unchanged device is never decoded (see devices.py).

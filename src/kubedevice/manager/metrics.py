@@ -1,4 +1,4 @@
-"""The kubelet's device plugin metrics (SPEC §9), on a registry owned by one manager."""
+"""The kubelet's device plugin metrics, on a registry owned by one manager."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ def make_plugin_dir(directory: Path) -> None:
 
 
 def clean_plugin_dir(directory: Path, checkpoint_name: str) -> list[str]:
-    """Remove stale unix sockets; the checkpoint, directories and other files stay (SPEC §8.1)."""
+    """Remove stale unix sockets; the checkpoint, directories and other files stay."""
     removed: list[str] = []
     errors: list[str] = []
     for entry in os.scandir(directory):

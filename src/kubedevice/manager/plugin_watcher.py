@@ -1,4 +1,4 @@
-"""Plugin-watcher ("probe mode") registration through a plugins_registry directory (SPEC §2.2).
+"""Plugin-watcher ("probe mode") registration through a plugins_registry directory.
 
 The directory is watched (inotify, or polling every `interval` where inotify cannot be used) and scanned
 again on every change and every RESCAN_S; a scan finds unix sockets; each new one is asked GetInfo, validated,

@@ -2,7 +2,7 @@
 
 pod -> container -> resource -> (device IDs by NUMA node, allocate response).
 
-This is what the checkpoint persists (SPEC §4.1, §7.2) and what run options and PodResources are built from.
+This is what the checkpoint persists and what run options and PodResources are built from.
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ class PodDevices:
         return pod_devices
 
     def device_topology(self, pod_uid: str, container: str) -> dict[str, dict[str, tuple[int, ...]]] | None:
-        """resource -> device ID -> NUMA nodes (empty: no topology), from the NUMA keys (SPEC §4.6)."""
+        """resource -> device ID -> NUMA nodes (empty: no topology), from the NUMA keys."""
         resources = self.container_resources(pod_uid, container)
         if resources is None:
             return None

@@ -1,4 +1,4 @@
-"""The Registration service on kubelet.sock and the checks a RegisterRequest must pass (SPEC §2.1).
+"""The Registration service on kubelet.sock and the checks a RegisterRequest must pass.
 
 Validation order and message texts are the kubelet's. Beyond the kubelet, an endpoint must stay inside
 the device plugin directory: the kubelet joins and cleans it, so `../x.sock` would dial outside.
@@ -44,7 +44,7 @@ def is_qualified_name(value: str) -> bool:
 
 
 def is_extended_resource_name(name: str) -> bool:
-    """Kubernetes' IsExtendedResourceName (SPEC §2.1): `vendor.domain/name`, not native, not `requests.`."""
+    """Kubernetes' IsExtendedResourceName: `vendor.domain/name`, not native, not `requests.`."""
     if "/" not in name or "kubernetes.io/" in name:
         return False
     if name.startswith(_REQUESTS_PREFIX):
@@ -119,7 +119,7 @@ class RegistrationServicer(dp_grpc.RegistrationServicer):
     async def Register(
         self, request: dp.RegisterRequest, context: grpc.aio.ServicerContext[dp.RegisterRequest, dp.Empty]
     ) -> dp.Empty:
-        # Counted before validation, so refused attempts show too (SPEC §9).
+        # Counted before validation, so refused attempts show too.
         self._metrics.registration_total.labels(resource_name=request.resource_name).inc()
         try:
             check_version(request.version)

@@ -41,7 +41,7 @@ def registered_resources(state: ManagerState) -> list[ResourceStatus]:
 def allocated_resources_status(
     state: ManagerState, pod_uid: str, container_name: str
 ) -> dict[str, dict[str, DeviceHealth]]:
-    """resource -> device ID -> health, for a container's devices (SPEC §4.7).
+    """resource -> device ID -> health, for a container's devices.
 
     "Unknown" when the resource has no running plugin or the plugin stopped reporting the device,
     where the kubelet would still say "Healthy".

@@ -1,4 +1,4 @@
-"""Merging a container's cached allocate responses into its run options (SPEC §6.3).
+"""Merging a container's cached allocate responses into its run options.
 
 First occurrence wins for every kind of entry. The kubelet iterates Go maps, so its winners are random;
 here resources go in sorted order and map entries in sorted key order, so the result is deterministic.

@@ -150,7 +150,7 @@ def generate_topology_hints(
     request: int,
     all_counts: Sequence[int] | None = None,
 ) -> list[TopologyHint]:
-    """Every NUMA node set holding `request` devices; the narrowest ones are preferred (SPEC §5.5).
+    """Every NUMA node set holding `request` devices; the narrowest ones are preferred.
 
     Devices are grouped by their node set first, so the work per mask is the number of distinct node
     sets, not the number of devices. Masks come in the kubelet's order: by size, then lexicographic.

@@ -60,7 +60,7 @@ class DeviceInfo:
 
 @dataclass(frozen=True, slots=True)
 class RunContainerOptions:
-    """What the plugins' allocate responses add to one container (SPEC §6.3)."""
+    """What the plugins' allocate responses add to one container."""
 
     envs: list[tuple[str, str]] = field(default_factory=list)
     mounts: list[MountInfo] = field(default_factory=list)

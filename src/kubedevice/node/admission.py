@@ -24,7 +24,7 @@ class PodRejected(Exception):
 
 
 def _starting_order(pod: Pod) -> list[Container]:
-    # The kubelet allocates all init containers first, in spec order, then the app containers (SPEC §5.1).
+    # The kubelet allocates all init containers first, in spec order, then the app containers.
     return [*pod.init_containers, *pod.containers]
 
 

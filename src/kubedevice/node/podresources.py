@@ -1,4 +1,4 @@
-"""The PodResources v1 service over the device manager's state (SPEC §1.3), with its metrics (SPEC §9)."""
+"""The PodResources v1 service over the device manager's state, with its metrics."""
 
 from __future__ import annotations
 

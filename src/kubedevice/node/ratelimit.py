@@ -1,4 +1,4 @@
-"""A token bucket, the PodResources server's unary rate limit (100 QPS, burst 10; SPEC §1.3)."""
+"""A token bucket, the PodResources server's unary rate limit (100 QPS, burst 10)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ MAX_SOCKET_PATH_BYTES = 107
 
 
 def resource_name_problem(name: str) -> str | None:
-    """Why the kubelet would refuse `name` as an extended resource name (SPEC §2.1), or None if it is fine.
+    """Why the kubelet would refuse `name` as an extended resource name, or None if it is fine.
 
     Checked up front so a typo fails at start with a clear message instead of as a Register error
     repeated forever by the retry loop.

@@ -1,6 +1,6 @@
 """`PluginServer` and `serve()`: run a DevicePlugin beside a kubelet for as long as the process lives.
 
-The walk, in the kubelet's order (SPEC §2.1, §8.1):
+The walk, in the kubelet's order:
 1. follow the author's device source until the first list is known;
 2. wait for kubelet.sock; serve v1beta1.DevicePlugin on a fresh socket and dial it ourselves
    (the kubelet dials it *inside* Register, so it must already answer);

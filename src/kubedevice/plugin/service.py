@@ -64,7 +64,7 @@ class DevicePluginService(dp_grpc.DevicePluginServicer):
     async def ListAndWatch(
         self, request: dp.Empty, context: Context
     ) -> AsyncIterator[dp.ListAndWatchResponse]:
-        # Every message is the full list (SPEC §3.2: the kubelet replaces its state with each one).
+        # Every message is the full list (the kubelet replaces its state with each one).
         await self._inventory.ready.wait()
         version, devices = self._inventory.version, self._inventory.devices
         closing = asyncio.ensure_future(self._closing.wait())
@@ -200,7 +200,7 @@ class DevicePluginService(dp_grpc.DevicePluginServicer):
 
 
 class WatcherRegistrationService(reg_grpc.RegistrationServicer):
-    """pluginregistration.Registration for kubelets that discover plugins in plugins_registry/ (SPEC §2.2)."""
+    """pluginregistration.Registration for kubelets that discover plugins in plugins_registry/."""
 
     def __init__(self, resource: str, endpoint: Callable[[], str], events: EventBus) -> None:
         self._resource = resource

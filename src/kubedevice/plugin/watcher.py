@@ -1,7 +1,7 @@
 """Watches the device plugin directory for the two signs of a kubelet restart.
 
 A restarting kubelet deletes the sockets in its device plugin directory (ours included) and then
-creates kubelet.sock again (SPEC §8.1). The watcher does not decide anything: it reports what the
+creates kubelet.sock again. The watcher does not decide anything: it reports what the
 directory looks like (`DirectoryState`) and wakes its owner when that may have changed. Deciding
 "this is a restart, register again" from two states is the server's job, which keeps the decision
 identical under inotify and under polling.

@@ -21,7 +21,7 @@ def devices_to_wire(devices: Sequence[Device]) -> dp.ListAndWatchResponse:
 
 
 def device_from_wire(message: dp.Device) -> Device:
-    """The inverse of device_to_wire; only the exact string "Healthy" counts as healthy (SPEC §1.1)."""
+    """The inverse of device_to_wire; only the exact string "Healthy" counts as healthy."""
     nodes = tuple(node.ID for node in message.topology.nodes) if message.HasField("topology") else ()
     return Device(id=message.ID, healthy=message.health == HEALTHY, numa_nodes=nodes)
 
