@@ -42,7 +42,7 @@ REAL = _real()
 GENERATED = _generated()
 V2_VECTORS = REAL + [blob for name, blob in GENERATED.items() if name.startswith("v2-")]
 
-# SPEC §7.6: the text a real kubelet hashed for the "tegra" file.
+# The text a real kubelet hashed for the "tegra" file.
 TEGRA_SPEW = (
     "(checkpoint.checkpointData){PodDeviceEntries:([]checkpoint.PodDevicesEntry)[{PodUID:(string)"
     "bf52b2cd-b611-4e79-86b1-280b283185c3 ContainerName:(string)check ResourceName:(string)nvidia.com/gpu "

@@ -1,4 +1,4 @@
-"""Choosing devices: affinity filtering, topology hints and the picker (SPEC §5.3-§5.5)."""
+"""Choosing devices: affinity filtering, topology hints and the picker."""
 
 from __future__ import annotations
 
