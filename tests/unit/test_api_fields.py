@@ -1,4 +1,4 @@
-"""Every message of the wire API against the published .proto field tables, so a wrong number can never ship."""
+"""Every message of the wire API against the published .proto field tables: a wrong number never ships."""
 
 from __future__ import annotations
 
