@@ -8,13 +8,15 @@ the daemon restarting is the kubelet restarting, and plugins are started by the 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import sys
+from typing import Any, NoReturn
 
 import typer
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
 
 from kubedevice import __version__
+from kubedevice.console import command_name, fail
 
 #: command name -> the module that adds it, by a `register(app)` function or, failing that, as its `app`.
 SUBCOMMANDS: dict[str, str] = {
@@ -33,7 +35,7 @@ SUBCOMMANDS: dict[str, str] = {
 
 def _commands_of(module_name: str, command: str) -> dict[str, Any]:
     module = importlib.import_module(module_name)
-    holder = typer.Typer()
+    holder = typer.Typer(rich_markup_mode=None)
     holder.callback()(lambda: None)  # a callback keeps a one-command app a group
     if hasattr(module, "register"):
         module.register(holder)
@@ -41,7 +43,32 @@ def _commands_of(module_name: str, command: str) -> dict[str, Any]:
         holder.add_typer(module.app, name=command)
     group = typer.main.get_command(holder)
     assert isinstance(group, TyperGroup)
+    _plain_metavars(group)
     return dict(group.commands)
+
+
+#: Placeholders in help and usage lines: plain capitals, as in man pages, never `<path>` or `{path}`
+#: (which reads like the conformance checker's `{plugin_dir}` token).
+_METAVARS = {"path": "PATH", "str": "TEXT", "int": "N", "float": "NUMBER"}
+
+
+def _plain_metavars(command: Any) -> None:
+    for param in getattr(command, "params", []):
+        if param.param_type_name == "argument":
+            # An argument is shown by its name (PATH, -- COMMAND [ARGS...]); its type would repeat it.
+            param.display_type_rich = lambda ctx=None: None
+            param.metavar = param.metavar or param.name.upper()
+            if param.required and param.nargs == 1:
+                param._usage_display_name = lambda name=param.metavar: name  # PATH, not {PATH}
+            continue
+        if getattr(param, "is_flag", False) or getattr(param, "metavar", None):
+            continue
+        label = param.display_type(None).strip("<>")
+        if "|" not in label:  # choices read best as they are: a|b
+            label = _METAVARS.get(label.split()[0], label.split()[0].upper())
+        param.metavar = label
+    for sub in getattr(command, "commands", {}).values():
+        _plain_metavars(sub)
 
 
 class _LazyGroup(TyperGroup):
@@ -62,8 +89,12 @@ class _LazyGroup(TyperGroup):
             raise
         except UsageError as err:
             command = err.ctx.command_path if err.ctx is not None else _attempted(ctx)
-            typer.echo(f"error: {command}: {err.format_message()}", err=True)
-            raise typer.Exit(2) from None
+            _usage_error(command, err.format_message())
+
+
+def _usage_error(command_path: str, message: str) -> NoReturn:
+    """Every usage error of every command: one line, what was wrong and what to do, exit code 2."""
+    fail(message.rstrip("."), command=command_name(command_path))
 
 
 def _attempted(ctx: Any) -> str:
@@ -72,6 +103,7 @@ def _attempted(ctx: Any) -> str:
 
 
 app = typer.Typer(
+    rich_markup_mode=None,
     name="kubedevice",
     cls=_LazyGroup,
     help="The Kubernetes device plugin framework: node daemon, plugin SDK and tools.",
@@ -98,4 +130,18 @@ def main(
 
 def run() -> None:
     """Console-script entry point."""
-    app()
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(prog_name="kubedevice", standalone_mode=False)
+    except NoArgsIsHelpError as err:
+        typer.echo(err.format_message())
+        sys.exit(2)
+    except UsageError as err:
+        # An unknown global option or command fails before any sub-command's context exists.
+        try:
+            _usage_error(err.ctx.command_path if err.ctx is not None else "kubedevice", err.format_message())
+        except typer.Exit as exit_:
+            sys.exit(exit_.exit_code)
+    except typer.Abort:
+        sys.exit(130)  # Ctrl-C
+    sys.exit(code if isinstance(code, int) else 0)

@@ -29,9 +29,10 @@ from kubedevice.checkpoint import (
     decode_unverified,
     read_file,
 )
-from kubedevice.console import make_console
+from kubedevice.console import fail, make_console
 
 app = typer.Typer(
+    rich_markup_mode=None,
     name="checkpoint",
     help="Inspect and verify a kubelet_internal_checkpoint file (v2, and the pre-1.20 v1).",
     no_args_is_help=True,
@@ -44,8 +45,7 @@ EXIT_UNREADABLE = 2
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    typer.echo(message, err=True)
-    raise typer.Exit(code)
+    fail(message.removeprefix("error: "), code)
 
 
 def _read(path: Path) -> bytes:

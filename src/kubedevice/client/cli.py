@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from kubedevice.node.options import ROOT_HELP, default_root_dir, fail
 from kubedevice.node.tables import print_node, print_pods
 
 podresources_app = typer.Typer(
+    rich_markup_mode=None,
     name="podresources",
     help="Ask a PodResources v1 socket (the node daemon's, or a real kubelet's) what pods hold.",
     no_args_is_help=True,
@@ -83,14 +85,40 @@ async def _call(target: str, method: str, request: Any) -> Any:
 
 
 def _podresources(socket: str, method: str, request: Any) -> Any:
-    if not os.path.exists(socket):
-        fail(f"no PodResources socket at {socket}")
+    _check_socket(socket)
     try:
         return asyncio.run(_call("unix://" + os.path.abspath(socket), method, request))
     except grpc.aio.AioRpcError as err:
-        code = err.code()
-        name = code.name if code is not None else "UNKNOWN"
-        fail(f"PodResources {method} at {socket}: {name}: {err.details()}")
+        fail(_describe_rpc_error(socket, err), code=1 if err.code() == grpc.StatusCode.NOT_FOUND else 2)
+
+
+def _check_socket(socket: str) -> None:
+    try:
+        mode = os.stat(socket).st_mode
+    except FileNotFoundError:
+        fail(f"nothing listens at {socket} — start the kubelet or `kubedevice node`, or pass --socket")
+    except OSError as err:
+        fail(f"cannot use {socket}: {err.strerror} — pass --socket with a PodResources socket")
+    if not stat.S_ISSOCK(mode):
+        fail(f"{socket} is not a socket — pass --socket with the PodResources socket (a kubelet.sock)")
+
+
+def _describe_rpc_error(socket: str, err: grpc.aio.AioRpcError) -> str:
+    """The failure in words: what the socket turned out to be, or what the server said, never a raw status."""
+    code, details = err.code(), err.details() or ""
+    if code == grpc.StatusCode.UNAVAILABLE:
+        if "http" in details.lower():
+            return f"{socket} is not a PodResources socket (it answers HTTP) — pass --socket with another"
+        return f"nothing listens at {socket} (a stale socket file) — start the kubelet or `kubedevice node`"
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return f"{socket} is not a PodResources socket (it serves no PodResources v1) — pass --socket"
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return f"{socket} did not answer within 10 s — is its server hung?"
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return f"{socket} refused the call by its rate limit — try again in a moment"
+    if code == grpc.StatusCode.NOT_FOUND:
+        return f"{details} — `kubedevice podresources list` shows the pods"
+    return f"{socket} failed the call: {details or 'no details'}"
 
 
 def _topology(d: pr.ContainerDevices) -> str:

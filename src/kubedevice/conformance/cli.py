@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from typer._click.core import Context
@@ -12,7 +12,7 @@ from typer._click.exceptions import UsageError
 from typer.core import TyperCommand
 
 from kubedevice.conformance.runner import CommandError, ConformanceOptions, command_problem, run_conformance
-from kubedevice.console import make_console
+from kubedevice.console import fail, make_console
 
 HELP = """Check a device plugin the way a kubelet would meet it, in seconds and without a cluster.
 
@@ -24,9 +24,8 @@ node's NUMA nodes, or --numa-nodes N), kubelet restarts and a kubelet that is aw
 """
 
 
-def _usage_error(message: str) -> typer.Exit:
-    typer.echo(f"kubedevice conformance: error: {message}", err=True)
-    return typer.Exit(2)
+def _usage_error(message: str) -> NoReturn:
+    fail(message, command="conformance")
 
 
 class ConformanceCommand(TyperCommand):
@@ -38,7 +37,7 @@ class ConformanceCommand(TyperCommand):
         try:
             return super().make_context(info_name, args, parent, **extra)
         except UsageError as exc:
-            raise _usage_error(exc.format_message()) from None
+            _usage_error(exc.format_message())
 
 
 #: Options end at the plugin command: everything from COMMAND on belongs to the plugin, `--` or not.
@@ -65,16 +64,16 @@ def conformance(
     """Check a device plugin the way a kubelet would meet it."""
     argv = tuple(command or ())
     if not math.isfinite(timeout) or timeout <= 0:
-        raise _usage_error(f"--timeout must be a positive number of seconds, got {timeout:g}")
+        _usage_error(f"--timeout must be a positive number of seconds, got {timeout:g}")
     if restarts < 0:
-        raise _usage_error(f"--restarts must be 0 or more, got {restarts}")
+        _usage_error(f"--restarts must be 0 or more, got {restarts}")
     if not math.isfinite(absence) or absence < 0:
-        raise _usage_error(f"--absence must be 0 or more seconds, got {absence:g}")
+        _usage_error(f"--absence must be 0 or more seconds, got {absence:g}")
     if numa_nodes is not None and numa_nodes < 1:
-        raise _usage_error(f"--numa-nodes must be 1 or more, got {numa_nodes}")
+        _usage_error(f"--numa-nodes must be 1 or more, got {numa_nodes}")
     problem = command_problem(argv)
     if problem is not None:
-        raise _usage_error(problem)
+        _usage_error(problem)
     options = ConformanceOptions(
         command=argv,
         timeout_s=timeout,
@@ -85,7 +84,7 @@ def conformance(
     try:
         report = asyncio.run(run_conformance(options))
     except CommandError as err:
-        raise _usage_error(str(err)) from None
+        _usage_error(str(err))
     if json_output:
         typer.echo(report.to_json())
     else:

@@ -28,6 +28,7 @@ def registered_resources(state: ManagerState) -> list[ResourceStatus]:
                 healthy=len(devices.healthy),
                 unhealthy=len(devices.unhealthy),
                 allocated=len(state.allocated.get(resource, ())),
+                free=len(devices.healthy - state.allocated.get(resource, set())),
                 pre_start_required=bool(options and options.pre_start_required),
                 get_preferred_allocation_available=bool(
                     options and options.get_preferred_allocation_available

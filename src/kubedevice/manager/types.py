@@ -86,6 +86,8 @@ class ResourceStatus:
     healthy: int
     unhealthy: int
     allocated: int
+    #: Healthy devices that no container holds: what a new pod can get now.
+    free: int
     pre_start_required: bool
     get_preferred_allocation_available: bool
     #: The last problem seen with what the plugin sent (duplicate IDs, unknown health strings), if any.

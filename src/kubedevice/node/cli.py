@@ -15,9 +15,17 @@ from pathlib import Path
 
 import typer
 
+from kubedevice.console import parse_log_level
 from kubedevice.node.daemon import NodeConfig, NodeDaemon, NodeStartError
 from kubedevice.node.durations import parse_duration
-from kubedevice.node.options import EXIT_USAGE, ROOT_HELP, default_root_dir, fail, parse_http_addr
+from kubedevice.node.options import (
+    EXIT_USAGE,
+    ROOT_HELP,
+    check_folder,
+    default_root_dir,
+    fail,
+    parse_http_addr,
+)
 from kubedevice.topology import TopologyConfig, TopologyConfigError, parse_option_pairs, validate_config
 
 
@@ -88,6 +96,9 @@ def node(
         "--numa-nodes",
         help="Pretend the machine has N NUMA nodes (distance 10 local, 20 remote) [default: from sysfs].",
     ),
+    log_level: str = typer.Option(
+        "info", "--log-level", help="debug, info, warning or error (logs go to stderr)."
+    ),
     boot_id: str | None = typer.Option(
         None,
         "--boot-id",
@@ -105,8 +116,12 @@ def node(
     )
     if numa_nodes is not None and numa_nodes < 1:
         fail(f"--numa-nodes: {numa_nodes} is not a NUMA node count — give 1 or more")
+    root = root_dir if root_dir is not None else default_root_dir()
+    check_folder("--root-dir", root)
+    if pod_manifest_path is not None:
+        check_folder("--pod-manifest-path", pod_manifest_path)
     config = NodeConfig(
-        root_dir=root_dir if root_dir is not None else default_root_dir(),
+        root_dir=root,
         pod_manifest_path=pod_manifest_path,
         stop_grace_period=_duration("--stop-grace-period", stop_grace_period),
         http_addr=tcp,
@@ -118,7 +133,9 @@ def node(
         numa_nodes=numa_nodes,
     )
     logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=parse_log_level(log_level),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     # Sockets the daemon and its manager create must not be world-accessible.
     os.umask(0o007)
@@ -137,8 +154,11 @@ async def _run_node(config: NodeConfig) -> int:
     daemon = NodeDaemon(config)
     try:
         await daemon.start()
-    except (NodeStartError, OSError) as err:
-        typer.echo(f"error: {err}", err=True)
+    except NodeStartError as err:
+        typer.echo(f"error: node: {err}", err=True)
+        return EXIT_USAGE
+    except OSError as err:
+        typer.echo(f"error: node: {err.filename or 'start-up'}: {err.strerror or err}", err=True)
         return EXIT_USAGE
     await stop.wait()
     logging.getLogger(__name__).info("stopping")

@@ -7,16 +7,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import NoReturn
 
-import typer
+from kubedevice.console import EXIT_USAGE, fail
 
-EXIT_USAGE = 2
-
-
-def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
+__all__ = ["EXIT_USAGE", "ROOT_HELP", "check_folder", "default_root_dir", "fail", "parse_http_addr"]
 
 
 def default_root_dir() -> Path:
@@ -37,4 +31,19 @@ def parse_http_addr(text: str, option: str = "--http-addr") -> tuple[str, int]:
     return host, int(port_text)
 
 
-ROOT_HELP = "The daemon's state folder [default: $XDG_STATE_HOME/kubedevice or ~/.local/state/kubedevice]."
+ROOT_HELP = (
+    f"The daemon's state folder [default: {default_root_dir()}, from $XDG_STATE_HOME or ~/.local/state]."
+)
+
+
+def check_folder(flag: str, path: Path) -> None:
+    """Fail in one line, naming `flag`, when `path` cannot be a folder: it, or a parent, is a file."""
+    existing = path
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        where = "" if existing == path else f": {existing} is a file"
+        what = "is a file, not a folder" if existing == path else "cannot be a folder"
+        fail(f"{flag} {path} {what}{where} — give a folder (missing ones are created)")
+    if not os.access(existing, os.W_OK | os.X_OK) and existing != path:
+        fail(f"{flag} {path} cannot be created: {existing} is not writable — give a folder you can write")

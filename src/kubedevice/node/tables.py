@@ -11,16 +11,20 @@ from rich.table import Table
 def print_node(console: Console, data: dict[str, Any]) -> None:
     table = Table(title="Device-plugin resources")
     table.add_column("resource", no_wrap=True)
-    for column in ("capacity", "allocatable", "endpoint", "healthy", "unhealthy"):
+    for column in ("capacity", "allocatable", "allocated", "free", "endpoint", "healthy", "unhealthy"):
         table.add_column(column)
     for resource, info in sorted(data["resources"].items()):
         endpoint = info["endpoint"]
         if info["stoppedSeconds"] is not None:
-            endpoint += f" ({info['stoppedSeconds']:.0f}s)"
+            endpoint += f" {info['stoppedSeconds']:.0f}s ago"
+            if info.get("graceSecondsLeft") is not None and resource in data["capacity"]:
+                endpoint += f", leaves capacity in {info['graceSecondsLeft']:.0f}s"
         table.add_row(
             resource,
             str(data["capacity"].get(resource, "-")),
             str(data["allocatable"].get(resource, "-")),
+            str(info.get("allocated", "-")),
+            str(info.get("free", "-")),
             endpoint,
             ",".join(info["healthy"]),
             ",".join(info["unhealthy"]),
@@ -33,6 +37,13 @@ def print_node(console: Console, data: dict[str, Any]) -> None:
             f"topology manager: policy {topology['policy']}, scope {topology['scope']}, "
             f"NUMA nodes {nodes} ({topology['source']})",
             highlight=False,
+        )
+    if not data["resources"]:
+        socket = data.get("registrationSocket", "kubelet.sock")
+        console.print(
+            f"no device plugin has registered; plugins register at {socket}",
+            highlight=False,
+            soft_wrap=True,
         )
     if data["checkpoint"]["error"]:
         console.print(

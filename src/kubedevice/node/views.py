@@ -37,7 +37,14 @@ def node_view(manager: DeviceManager, checkpoint_path: Path, topology: TopologyM
             },
             "endpoint": status.state,
             "stoppedSeconds": status.stopped_seconds,
+            # Until the resource leaves capacity, unless its plugin registers again first.
+            "graceSecondsLeft": (
+                max(0.0, manager.stop_grace_period - status.stopped_seconds)
+                if status.stopped_seconds is not None
+                else None
+            ),
             "allocated": status.allocated,
+            "free": status.free,
             "endpoints": status.endpoints,
             "preStartRequired": status.pre_start_required,
             "getPreferredAllocationAvailable": status.get_preferred_allocation_available,
@@ -49,6 +56,7 @@ def node_view(manager: DeviceManager, checkpoint_path: Path, topology: TopologyM
         "resources": resources,
         "checkpoint": {"path": str(checkpoint_path), "error": manager.checkpoint_error},
         "topology": topology_view(topology),
+        "registrationSocket": str(manager.socket_path),
     }
 
 

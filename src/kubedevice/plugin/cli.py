@@ -14,10 +14,12 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 
 from kubedevice.api.constants import PLUGIN_DIR_ENV
+from kubedevice.console import fail, parse_log_level
 from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.builtin.fake import FakeConfig, FakePlugin, NumaLayout
 from kubedevice.plugin.builtin.paths import PathsPlugin
@@ -26,12 +28,12 @@ from kubedevice.plugin.errors import ConfigError
 from kubedevice.plugin.server import DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, PluginServer
 
 
-def _usage_error(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(2)
+def _usage_error(message: str) -> NoReturn:
+    fail(message)
 
 
 app = typer.Typer(
+    rich_markup_mode=None,
     name="plugin",
     help="Run a ready device plugin beside a kubelet (or kubedevice's node daemon).",
     no_args_is_help=True,
@@ -58,9 +60,7 @@ def _common(
     inotify: bool,
     log_level: str,
 ) -> _Common:
-    level = logging.getLevelName(log_level.upper())
-    if not isinstance(level, int):
-        raise _usage_error(f"--log-level must be one of debug, info, warning, error; got {log_level!r}")
+    parse_log_level(log_level)
     return _Common(plugin_dir, plugin_watcher, registry_dir, metrics_port, inotify, log_level.upper())
 
 
@@ -105,7 +105,7 @@ def fake(
     """Fake devices: for tests, demos and conformance runs."""
     common = _common(plugin_dir, plugin_watcher, registry_dir, metrics_port, inotify, log_level)
     if numa_layout not in ("round-robin", "block"):
-        raise _usage_error(f"--numa-layout must be round-robin or block, got {numa_layout!r}")
+        _usage_error(f"--numa-layout must be round-robin or block, got {numa_layout!r}")
     layout: NumaLayout = "block" if numa_layout == "block" else "round-robin"
     ids = frozenset(part.strip() for part in unhealthy.split(",") if part.strip())
     _run(
@@ -168,7 +168,7 @@ def _run(common: _Common, make_plugin: Callable[[], DevicePlugin]) -> None:
         )
         asyncio.run(server.run())
     except ConfigError as exc:
-        raise _usage_error(str(exc)) from None
+        _usage_error(str(exc))
     except OSError as exc:
         # e.g. the metrics port is taken: the environment, not a bug; still one line, no traceback.
         typer.echo(f"error: {exc}", err=True)
