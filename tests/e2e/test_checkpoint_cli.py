@@ -101,7 +101,9 @@ def test_verify_of_a_bad_file_is_exit_1_with_one_line(tmp_path: Path, content: b
 def test_verify_of_a_missing_file_is_exit_2(tmp_path: Path) -> None:
     done = run("verify", str(tmp_path / "nope"))
     assert done.returncode == 2
-    assert _one_error_line(done) == f"error: checkpoint is not found: {tmp_path / 'nope'}"
+    assert _one_error_line(done).startswith(
+        f"error: checkpoint verify: checkpoint is not found: {tmp_path / 'nope'} — "
+    )
 
 
 def test_verify_of_a_directory_is_exit_2(tmp_path: Path) -> None:

@@ -63,11 +63,37 @@ def test_help_lists_every_tool() -> None:
 
 def test_usage_errors_of_any_tool_are_one_line_with_exit_2() -> None:
     for args, fragment in (
-        (["podresources", "get"], "error: kubedevice podresources get: Missing argument 'name'."),
-        (["node", "--stop-grace-period"], "error: kubedevice node: Option '--stop-grace-period' requires"),
-        (["checkpoint", "verify"], "error: kubedevice checkpoint verify: Missing argument"),
+        (
+            ["podresources", "get"],
+            "error: podresources get: Missing argument 'NAME' — see 'kubedevice podresources",
+        ),
+        (
+            ["node", "--stop-grace-period"],
+            "error: node: Option '--stop-grace-period' requires an argument — see",
+        ),
+        (["checkpoint", "verify"], "error: checkpoint verify: Missing argument 'PATH' — see"),
+        (["--bogus"], "error: kubedevice: No such option: --bogus — see 'kubedevice --help'"),
+        (["nosuch"], "error: kubedevice: No such command 'nosuch' — see 'kubedevice --help'"),
+        (
+            ["conformance", "--restarts", "-1", "--", "true"],
+            "error: conformance: --restarts must be 0 or more",
+        ),
+        (["plugin", "fake", "--resource", "widget", "--devices", "1"], "error: plugin fake: resource name"),
     ):
         out = subprocess.run([KUBEDEVICE, *args], capture_output=True, text=True)
         assert out.returncode == 2, args
         lines = out.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(fragment), out.stderr
+
+
+def test_help_shows_defaults_plain_flags_and_placeholders() -> None:
+    out = subprocess.run([KUBEDEVICE, "node", "--help"], capture_output=True, text=True, check=True).stdout
+    assert "[default: 5m]" in out and "[default: 30s]" in out
+    assert "/kubedevice" in out.split("--root-dir", 1)[1].split("--pod-manifest-path")[0]  # resolved folder
+    assert "--root-dir PATH" in out and "--allow-symlinks " in out and "<bool>" not in out
+    for args in (["pods", "--help"], ["checkpoint", "inspect", "--help"], ["podresources", "get", "--help"]):
+        text = subprocess.run([KUBEDEVICE, *args], capture_output=True, text=True, check=True).stdout
+        assert "<" not in text.split("Options:")[1] or "--json  " in text, text
+        assert "{" not in text.splitlines()[0], text  # usage placeholders read PATH, never {PATH}
+    pods = subprocess.run([KUBEDEVICE, "pods", "--help"], capture_output=True, text=True, check=True).stdout
+    assert "--json " in pods and "--json <bool>" not in pods

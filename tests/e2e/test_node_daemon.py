@@ -69,6 +69,8 @@ def test_admission_status_pods_and_podresources(node: NodeProcesses) -> None:
         and status["resources"][GPU]["stoppedSeconds"] is None
     )
     assert status["resources"][GPU]["healthy"] == [f"fake-{i}" for i in range(4)]
+    # allocatable stays 4 while 2 are held: allocated and free say what a new pod can get
+    assert (status["resources"][GPU]["allocated"], status["resources"][GPU]["free"]) == (2, 2)
     assert status["checkpoint"] == {"path": str(node.paths.checkpoint), "error": None}
     pods = _json_cli(node, "pods")
     assert isinstance(pods, list) and {p["name"]: p["phase"] for p in pods} == {
@@ -79,6 +81,8 @@ def test_admission_status_pods_and_podresources(node: NodeProcesses) -> None:
     for table_cmd in ("status", "pods"):
         table = run_cli(table_cmd, "--root-dir", str(node.root))
         assert table.returncode == 0 and "example.com" in table.stdout, table.stderr
+    header = run_cli("status", "--root-dir", str(node.root)).stdout
+    assert "allocated" in header and "free" in header
 
     sock = str(node.paths.pod_resources_socket)
     listed = json.loads(run_cli("podresources", "list", "--socket", sock, "--json").stdout)
@@ -95,7 +99,13 @@ def test_admission_status_pods_and_podresources(node: NodeProcesses) -> None:
     missing = run_cli("podresources", "get", "nope", "--socket", sock)
     assert missing.returncode == 2
     assert missing.stderr.strip().splitlines() == [
-        f"error: PodResources Get at {sock}: NOT_FOUND: pod nope in namespace default not found"
+        "error: podresources get: pod nope in namespace default not found — `kubedevice podresources list` "
+        "shows the pods"
+    ]
+    http = run_cli("podresources", "list", "--socket", str(node.paths.status_socket))
+    assert http.returncode == 2 and http.stderr.strip().splitlines() == [
+        f"error: podresources list: {node.paths.status_socket} is not a PodResources socket (it answers "
+        "HTTP) — pass --socket with another"
     ]
 
     for path in (node.paths.status_socket, node.paths.pod_resources_socket, node.paths.kubelet_socket):
@@ -153,6 +163,7 @@ def test_plugin_death_and_return(node: NodeProcesses) -> None:
     dead = node.wait_capacity(NIC, 2, 0)  # unhealthy: capacity kept, allocatable 0
     assert dead["resources"][NIC]["endpoint"] == "stopped"
     assert dead["resources"][NIC]["unhealthy"] == ["fake-0", "fake-1"]
+    assert 0.0 <= dead["resources"][NIC]["graceSecondsLeft"] <= 1.0
     health = node.pod("p")["containers"][0]["allocatedResourcesStatus"]  # type: ignore[index]
     assert {r["health"] for r in health[0]["resources"]} == {"Unknown"}
     node.wait_capacity(NIC, None)  # past the 1s grace period the resource is gone
@@ -164,6 +175,14 @@ def test_plugin_death_and_return(node: NodeProcesses) -> None:
     assert {r["health"] for r in p["containers"][0]["allocatedResourcesStatus"][0]["resources"]} == {
         "Healthy"
     }
+
+
+def test_status_says_where_plugins_register_while_none_has(node: NodeProcesses) -> None:
+    node.start_daemon()
+    out = run_cli("status", "--root-dir", str(node.root))
+    assert out.returncode == 0, out.stderr
+    hint = f"no device plugin has registered; plugins register at {node.paths.kubelet_socket}"
+    assert hint in out.stdout.replace("\n", ""), out.stdout
 
 
 BAD_MANIFESTS = {
@@ -234,8 +253,9 @@ def test_refuses_a_served_kubelet_socket_and_stops_cleanly_on_sigterm(node: Node
     node.start_daemon()
     second = run_cli("node", "--root-dir", str(node.root))
     assert second.returncode == 2
+    served = node.paths.kubelet_socket
     assert second.stderr.strip().splitlines() == [
-        f"error: another process is serving {node.paths.kubelet_socket}; is a node daemon already running?"
+        f"error: node: another process is serving {served}; is a node daemon already running?"
     ]
     assert node.kill_daemon(signal.SIGTERM) == 0
     assert not node.paths.status_socket.exists()
@@ -253,14 +273,25 @@ def test_a_stale_kubelet_socket_is_fine_and_sigint_stops(node: NodeProcesses) ->
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (("node", "--stop-grace-period", "soon"), "error: --stop-grace-period: invalid duration 'soon'"),
-        (("node", "--admission-wait", "-1s"), "error: --admission-wait: duration '-1s' is negative"),
-        (("node", "--http-addr", "localhost:http"), "error: --http-addr 'localhost:http'"),
-        (("status",), "error: cannot reach the node daemon at"),
-        (("pods", "--json"), "error: cannot reach the node daemon at"),
+        (
+            ("node", "--stop-grace-period", "soon"),
+            "error: node: --stop-grace-period: invalid duration 'soon'",
+        ),
+        (("node", "--admission-wait", "-1s"), "error: node: --admission-wait: duration '-1s' is negative"),
+        (("node", "--http-addr", "localhost:http"), "error: node: --http-addr 'localhost:http'"),
+        (
+            ("node", "--log-level", "loud"),
+            "error: node: --log-level must be one of debug, info, warning, error",
+        ),
+        (("status",), "error: status: cannot reach the node daemon at"),
+        (("pods", "--json"), "error: pods: cannot reach the node daemon at"),
         (
             ("podresources", "list", "--socket", "/nonexistent/kubelet.sock"),
-            "error: no PodResources socket at",
+            "error: podresources list: nothing listens at /nonexistent/kubelet.sock — start",
+        ),
+        (
+            ("podresources", "list", "--socket", "/etc/passwd"),
+            "error: podresources list: /etc/passwd is not a socket — pass --socket",
         ),
     ],
 )

@@ -262,8 +262,8 @@ def test_unusable_plugin_dir_exits_2(plugin_dir: str) -> None:
     )  # fmt: skip
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        f"error: plugin directory {os.path.join(blocker, 'sub')} can never exist: {blocker} is a file, "
-        "not a folder — give the kubelet's device plugin directory"
+        f"error: plugin fake: plugin directory {os.path.join(blocker, 'sub')} can never exist: {blocker} is "
+        "a file, not a folder — give the kubelet's device plugin directory"
     ]
 
 

@@ -192,8 +192,8 @@ def test_a_crashs_leftover_temporary_files_are_removed_at_start(node: NodeProces
 @pytest.mark.parametrize(
     ("value", "line"),
     [
-        ("0", "error: --plugin-timeout: duration '0' must be more than zero"),
-        ("soon", "error: --plugin-timeout: invalid duration 'soon'"),
+        ("0", "error: node: --plugin-timeout: duration '0' must be more than zero"),
+        ("soon", "error: node: --plugin-timeout: invalid duration 'soon'"),
     ],
 )
 def test_a_bad_plugin_timeout_is_one_line_with_exit_2(value: str, line: str) -> None:

@@ -89,7 +89,7 @@ def _podresources(socket: str, method: str, request: Any) -> Any:
     try:
         return asyncio.run(_call("unix://" + os.path.abspath(socket), method, request))
     except grpc.aio.AioRpcError as err:
-        fail(_describe_rpc_error(socket, err), code=1 if err.code() == grpc.StatusCode.NOT_FOUND else 2)
+        fail(_describe_rpc_error(socket, err))
 
 
 def _check_socket(socket: str) -> None:
