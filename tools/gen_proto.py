@@ -44,7 +44,12 @@ def generate(out_dir: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=SRC, help="output root (default: src/)")
-    generate(parser.parse_args().out)
+    out = parser.parse_args().out
+    generate(out)
+    for proto in PROTOS:
+        stem = (out / proto).with_suffix("")
+        written = [f"{stem}_pb2{suffix}" for suffix in (".py", ".pyi", "_grpc.py", "_grpc.pyi")]
+        print(f"{proto}: wrote {', '.join(Path(w).name for w in written)} in {Path(written[0]).parent}")
 
 
 if __name__ == "__main__":

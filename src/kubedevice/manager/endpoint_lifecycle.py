@@ -94,8 +94,12 @@ class EndpointLifecycle:
                 # A bug in handling one message must not leave a half-dead endpoint behind.
                 log.exception("handling ListAndWatch of %s failed", endpoint.resource_name)
                 reason = f"internal error: {err}"
-            log.warning(
-                "ListAndWatch ended unexpectedly for device plugin %s at %s: %s",
+            # A stream ended by our own shutdown is expected; one the plugin ended is worth a warning.
+            stopping = self._status() in ("stopping", "stopped")
+            log.log(
+                logging.INFO if stopping else logging.WARNING,
+                "ListAndWatch ended %s for device plugin %s at %s: %s",
+                "at shutdown" if stopping else "unexpectedly",
                 endpoint.resource_name,
                 endpoint.socket_path,
                 reason,

@@ -129,7 +129,9 @@ def checkpoint_fault_from_env(env: Mapping[str, str]) -> Callable[[str], None] |
     return fault
 
 
-def make_dirs(paths: NodePaths) -> None:
+def make_dirs(paths: NodePaths) -> list[Path]:
+    """Create the daemon's folders; return those that did not exist (the daemon says so)."""
+    created = []
     for directory in (
         paths.root,
         paths.plugin_dir,
@@ -137,6 +139,8 @@ def make_dirs(paths: NodePaths) -> None:
         paths.pod_resources_socket.parent,
         paths.manifests,
     ):
+        if not directory.is_dir():
+            created.append(directory)
         directory.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
     for directory in (
         paths.root,
@@ -145,3 +149,4 @@ def make_dirs(paths: NodePaths) -> None:
         paths.pod_resources_socket.parent,
     ):
         os.chmod(directory, _DIR_MODE)
+    return created

@@ -123,7 +123,12 @@ class NodeDaemon:
 
     async def start(self) -> None:
         paths = self.paths
-        await asyncio.to_thread(make_dirs, paths)
+        created = await asyncio.to_thread(make_dirs, paths)
+        if paths.manifests in created:
+            log.info(
+                "created the manifest folder %s: pods are read from its *.yaml, *.yml and *.json",
+                paths.manifests,
+            )
         if await socket_is_served(paths.kubelet_socket):
             raise NodeStartError(
                 f"another process is serving {paths.kubelet_socket}; is a node daemon already running?"

@@ -164,9 +164,12 @@ class PodSync:
         self._report_bad_files(result.errors)
         current = {m.uid: m for m in result.pods}
         changed = False
+        files = {m.file for m in result.pods}
         for record in self.pods:
             if record.uid not in current and record.manifest.file not in result.errors:
-                self._terminate(record, "its manifest was removed")
+                # Without metadata.uid an edit makes a new pod: the old one ends, its file still there.
+                edited = record.manifest.file in files
+                self._terminate(record, "its manifest changed" if edited else "its manifest was removed")
                 changed = True
         for m in result.pods:
             known = self.pods.get(m.uid)

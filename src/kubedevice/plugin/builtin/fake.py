@@ -71,6 +71,7 @@ class FakePlugin(DevicePlugin):
         self.poll_interval = config.poll_interval
         self._file_unhealthy: frozenset[str] = frozenset()
         self._file_stamp: tuple[int, int, int] | None = None
+        self._warned_missing = False
 
     def options(self) -> PluginOptions:
         # The flags decide what is advertised, so one class can play every kind of plugin.
@@ -106,6 +107,10 @@ class FakePlugin(DevicePlugin):
         try:
             stamp, text = await asyncio.to_thread(_read_if_changed, path, self._file_stamp)
         except FileNotFoundError:
+            if self._file_stamp is not None or not self._warned_missing:
+                # Said once per disappearance: a missing file means every device is healthy.
+                log.warning("health file %s does not exist: every device is healthy until it does", path)
+                self._warned_missing = True
             self._file_stamp, self._file_unhealthy = None, frozenset()
             return self._file_unhealthy
         except OSError as exc:

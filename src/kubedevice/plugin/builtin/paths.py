@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import glob
+import logging
 import re
 from collections.abc import Sequence
 
@@ -18,6 +19,8 @@ from kubedevice.plugin.model import Allocation, Device, DeviceSpec, Mount
 from kubedevice.plugin.naming import check_resource_name
 
 _UNSAFE_IN_ID = re.compile(r"[^A-Za-z0-9._-]")
+
+log = logging.getLogger(__name__)
 
 
 def path_device_id(path: str, share: int) -> str:
@@ -41,10 +44,19 @@ class PathsPlugin(DevicePlugin):
         self.mount = mount
         self.poll_interval = poll_interval
         self._paths: dict[str, str] = {}
+        self._warned_empty = False
 
     async def devices(self) -> Sequence[Device]:
         # glob walks directories: a thread, not the event loop.
         paths = await asyncio.to_thread(lambda: sorted(glob.glob(self.pattern)))
+        if not paths and not self._warned_empty:
+            # Said once: files may appear later (a device plugged in), and the plugin picks them up.
+            log.warning(
+                "no file matches %s yet: %s has no devices until one appears",
+                self.pattern,
+                self.resource_name,
+            )
+        self._warned_empty = not paths
         self._paths = {path_device_id(p, k): p for p in paths for k in range(self.count)}
         return [Device(device_id) for device_id in self._paths]
 
