@@ -79,9 +79,9 @@ async def test_a_glob_matching_nothing_and_a_missing_health_file_are_said_once(
     empty = CountingPaths("example.com/tty", os.path.join(plugin_dir, "ttyUSB*"), poll_interval=0.01)
     health = os.path.join(plugin_dir, "health.json")
     fake = CountingFake(FakeConfig(GPU, 2, health_file=health, poll_interval=0.01))
-    async with FakeKubelet(plugin_dir) as kubelet:
-        async with PluginServer(empty, plugin_dir), PluginServer(fake, plugin_dir):
-            await kubelet.wait_registrations(2)
-            await async_wait_for(lambda: empty.calls >= 5 and fake.calls >= 5, "five polls of each")
+    kubelet = FakeKubelet(plugin_dir)
+    async with kubelet, PluginServer(empty, plugin_dir), PluginServer(fake, plugin_dir):
+        await kubelet.wait_registrations(2)
+        await async_wait_for(lambda: empty.calls >= 5 and fake.calls >= 5, "five polls of each")
     assert len(messages(caplog, logging.WARNING, "no file matches")) == 1
     assert len(messages(caplog, logging.WARNING, f"health file {health} does not exist")) == 1
