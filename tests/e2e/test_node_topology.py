@@ -148,17 +148,17 @@ def test_pod_scope_puts_both_containers_on_one_node(node: NodeProcesses) -> None
     [
         (
             ["--topology-manager-policy", "strict"],
-            "error: invalid configuration: topologyManagerPolicy (--topology-manager-policy) "
+            "error: node: invalid configuration: topologyManagerPolicy (--topology-manager-policy) "
             '"strict" must be one of: ["none" "best-effort" "restricted" "single-numa-node"]',
         ),
         (
             ["--topology-manager-scope", "node"],
-            "error: invalid configuration: topologyManagerScope (--topology-manager-scope) "
+            "error: node: invalid configuration: topologyManagerScope (--topology-manager-scope) "
             '"node" must be one of: "container", or "pod"',
         ),
         (
             ["--topology-manager-policy", "best-effort", "--numa-nodes", "9"],
-            "error: topology manager: unsupported on machines with more than 8 NUMA Nodes — check",
+            "error: node: topology manager: unsupported on machines with more than 8 NUMA Nodes — check",
         ),
         (
             [
@@ -167,14 +167,15 @@ def test_pod_scope_puts_both_containers_on_one_node(node: NodeProcesses) -> None
                 "--topology-manager-policy-options",
                 "max-allowable-numa-nodes=4",
             ],
-            "error: topology manager: the minimum value of "
+            "error: node: topology manager: the minimum value of "
             '"max-allowable-numa-nodes" should not be less than 8',
         ),
         (
             ["--topology-manager-policy-options", "oops"],
-            "error: --topology-manager-policy-options: 'oops' is not key=value — write KEY=VALUE,KEY=VALUE",
+            "error: node: --topology-manager-policy-options: 'oops' is not key=value — write "
+            "KEY=VALUE,KEY=VALUE",
         ),
-        (["--numa-nodes", "0"], "error: --numa-nodes: 0 is not a NUMA node count — give 1 or more"),
+        (["--numa-nodes", "0"], "error: node: --numa-nodes: 0 is not a NUMA node count — give 1 or more"),
     ],
 )
 def test_bad_topology_flags_are_one_line_and_exit_2(
