@@ -170,7 +170,7 @@ def test_sdk_fake_plugin_reports_aligned_numa_nodes(runs: Mapping[str, Run]) -> 
             "never_reregisters",
             {
                 "kubelet-restart": ("FAIL", "restart 1/2: no registration within 8 s after kubelet.sock"),
-                "kubelet-absence": ("FAIL", "not run: the plugin did not come back after a kubelet restart"),
+                "kubelet-absence": ("SKIP", "not run: the plugin did not come back after a kubelet restart"),
             },
             False,
         ),
@@ -253,7 +253,7 @@ def test_sdk_fake_plugin_reports_aligned_numa_nodes(runs: Mapping[str, Run]) -> 
         (
             "dies_without_kubelet",
             {
-                "kubelet-absence": ("FAIL", "the plugin exited (exit code 3) while kubelet.sock was absent"),
+                "kubelet-absence": ("FAIL", "the plugin exited with code 3 while kubelet.sock was absent"),
                 "plugin-process": ("WARN", "exited (exit code 3) during kubelet absent"),
             },
             False,
@@ -284,7 +284,7 @@ def test_refused_registration_fails_and_stops_the_rest(
     rows = run.rows
     assert rows["registration"][0] == "FAIL" and registration in rows["registration"][1]
     for name in CHECKS[1:-1]:
-        assert rows[name] == ("FAIL", NOT_REGISTERED), name
+        assert rows[name] == ("SKIP", NOT_REGISTERED), name  # one FAIL for the cause, the rest skipped
     # These plugins exit on a refusal, and the report says so with the code and the plugin's own words.
     assert rows["plugin-process"] == ("WARN", "the plugin exited (exit code 1) during registration (refused)")
     assert any("plugin failed: UNKNOWN" in line for line in run.report["log_tail"])
@@ -293,8 +293,9 @@ def test_refused_registration_fails_and_stops_the_rest(
 
 def test_a_plugin_that_exits_at_once_shows_its_log(runs: Mapping[str, Run]) -> None:
     run = runs["exits-at-once"]
-    assert run.rows["registration"] == ("FAIL", "the plugin exited (exit code 7) before registering")
-    assert run.rows["options"] == ("FAIL", "not run: the plugin did not register")
+    assert run.rows["registration"] == ("FAIL", "the plugin exited with code 7 before registering")
+    assert run.rows["options"] == ("SKIP", "not run: the plugin did not register")
+    assert [r for r in run.rows.values() if r[0] == "FAIL"] == [run.rows["registration"]]
     assert run.rows["plugin-process"][0] == "WARN"
     assert run.report["log_tail"] == ["cannot open /dev/nothing"]
     assert run.returncode == 1
@@ -348,6 +349,7 @@ def test_usage_errors_are_one_line_and_exit_2(args: tuple[str, ...], message: st
     assert run.stdout == ""
     lines = run.stderr.splitlines()
     assert len(lines) == 1 and message in lines[0], run.stderr
+    assert lines[0].startswith("error: conformance: ") and " — " in lines[0], lines[0]
 
 
 def test_a_file_that_is_not_executable_is_a_usage_error(tmp_path: Path) -> None:
@@ -355,10 +357,26 @@ def test_a_file_that_is_not_executable_is_a_usage_error(tmp_path: Path) -> None:
     plain.write_text("not a program\n")
     run = conformance("--", str(plain))
     assert run.returncode == 2
-    assert run.stderr.splitlines() == [f"kubedevice conformance: error: command not found: {plain}"]
+    assert run.stderr.splitlines() == [
+        f"error: conformance: command not found: {plain} — see 'kubedevice conformance --help'"
+    ]
 
 
 def test_help_names_the_contract() -> None:
     out = subprocess.run([KUBEDEVICE, "conformance", "--help"], capture_output=True, text=True, check=True)
     for flag in ("--timeout", "--restarts", "--json", "--absence"):
         assert flag in out.stdout
+
+
+def test_a_command_that_exits_at_once_says_so_first() -> None:
+    run = subprocess.run(
+        [KUBEDEVICE, "conformance", "--timeout", "5", "--", "false"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 1
+    lines = run.stdout.splitlines()
+    assert lines[0] == "registration failed: the plugin exited with code 1 before registering", run.stdout
+    fails = [line for line in lines if "│ FAIL" in line]
+    assert len(fails) == 1 and "registration" in fails[0], run.stdout

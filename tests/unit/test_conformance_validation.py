@@ -157,7 +157,7 @@ def test_findings_cap_long_lists_and_drop_repeats() -> None:
 def test_skipped_and_not_run_rows() -> None:
     assert skipped("pre-start", "not required").result is Result.SKIP
     row = not_run("allocate", "the plugin did not register")
-    assert row.result is Result.FAIL and row.detail == "not run: the plugin did not register"
+    assert row.result is Result.SKIP and row.detail == "not run: the plugin did not register"
 
 
 def test_report_json_and_verdict() -> None:
@@ -171,7 +171,9 @@ def test_report_json_and_verdict() -> None:
         ],
         "passed": True,
     }
-    failing = Report((not_run("allocate", "x"),), log_tail=("boom",))
+    cause = Findings("registration")
+    cause.fail("no Register call")
+    failing = Report((cause.result(), not_run("allocate", "x")), log_tail=("boom",))
     document = json.loads(failing.to_json())
     assert document["passed"] is False and document["log_tail"] == ["boom"]
 

@@ -91,8 +91,11 @@ def _capped(messages: list[str], kind: str) -> list[str]:
 
 
 def not_run(name: str, why: str) -> CheckResult:
-    """A check an earlier failure kept from running: it counts as failed, so the table stays honest."""
-    return CheckResult(name, Result.FAIL, f"not run: {why}")
+    """A check an earlier failure kept from running: skipped, with why; the earlier row is the FAIL.
+
+    One FAIL for the cause reads better than a column of FAILs that all say the same thing.
+    """
+    return CheckResult(name, Result.SKIP, f"not run: {why}")
 
 
 def skipped(name: str, why: str) -> CheckResult:
@@ -124,6 +127,10 @@ class Report:
         return json.dumps(document, indent=2)
 
     def print_table(self, console: Console) -> None:
+        first = self.checks[0] if self.checks else None
+        if first is not None and first.result is Result.FAIL:
+            # The cause first: when the plugin never registered, nothing after it could run.
+            console.print(Text(f"{first.name} failed: {first.detail}", style=_STYLE[Result.FAIL]))
         table = Table(title="kubedevice conformance", title_justify="left", show_lines=False)
         table.add_column("check", no_wrap=True)
         table.add_column("result", no_wrap=True)

@@ -282,7 +282,10 @@ class _Run:
     def _exit_note(self) -> str | None:
         if not self.process.exited.is_set():
             return None
-        return f"exited ({_describe_exit(self.process.returncode)})"
+        code = self.process.returncode
+        if code is not None and code >= 0:
+            return f"exited with code {code}"
+        return f"exited ({_describe_exit(code)})"
 
     def _process_row(self) -> CheckResult:
         phase = self.process.exit_phase
