@@ -87,7 +87,7 @@ def _pods(shell: Shell) -> dict[str, str]:
 def test_the_node_daemon_block_runs_as_written(shell: Shell) -> None:
     lines = readme_block("kubedevice node --root-dir /tmp/kd")
     start = [line for line in lines if line.endswith("&")]
-    assert [line.split()[1] for line in start] == ["node", "plugin"]
+    assert [line.split()[1] for line in start][:2] == ["node", "plugin"]  # then more nodes, as examples
     for line in start:
         shell.line(line)
     wait_for(lambda: (shell.root / "manifests").is_dir(), "the daemon's manifest folder")

@@ -101,7 +101,7 @@ async def test_the_plugin_dir_is_waited_for_not_created(plugin_dir: str) -> None
         os.mkdir(directory)
         async with FakeKubelet(directory) as kubelet:
             await kubelet.wait_registrations(1)
-        assert server.registrations == 1
+            await wait_until(lambda: server.registrations == 1, what="the plugin to see its registration")
     waiting = [e for e in events if e.kind == EventKind.WAITING]
     assert [e.fields for e in waiting] == [{"path": directory}]  # said once, not per poll
 

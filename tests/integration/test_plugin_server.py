@@ -303,7 +303,7 @@ async def test_optional_hooks_when_offered_and_when_not(plugin_dir: str) -> None
         assert caught.value.details() == "PreStartContainer: unknown example.com/widget devices: w-9"
 
 
-async def test_a_failing_device_source_keeps_the_last_good_list(plugin_dir: str) -> None:
+async def test_a_failing_device_source_turns_its_devices_unhealthy_until_it_recovers(plugin_dir: str) -> None:
     class Flaky(PolledPlugin):
         def __init__(self) -> None:
             super().__init__()
@@ -314,16 +314,23 @@ async def test_a_failing_device_source_keeps_the_last_good_list(plugin_dir: str)
             if self.calls == 3:
                 raise OSError("health probe timed out")
             if self.calls == 4:
-                return [Device("dup"), Device("dup")]
+                return [Device("dup"), Device("dup")]  # a bad list is refused; the unhealthy one stays
             return await super().devices()
 
     plugin = Flaky()
     async with FakeKubelet(plugin_dir) as kubelet, PluginServer(plugin, plugin_dir) as server:
         registration = await kubelet.wait_registrations(1)
         await wait_until(lambda: plugin.calls >= 6, what="source polled past its failures")
+        await kubelet.wait_health({"w-0": "Healthy", "w-1": "Healthy"})
         plugin.set_health("w-0", False)
         await kubelet.wait_health({"w-0": "Unhealthy", "w-1": "Healthy"})
-        assert len(registration.lists) == 2
+        healths = [{d.ID: d.health for d in message.devices} for message in registration.lists]
+        # healthy, unhealthy while the source failed, healthy again, then the plugin's own change
+        assert healths[:3] == [
+            {"w-0": "Healthy", "w-1": "Healthy"},
+            {"w-0": "Unhealthy", "w-1": "Unhealthy"},
+            {"w-0": "Healthy", "w-1": "Healthy"},
+        ], healths
         assert server.metrics.value("kubedevice_plugin_devices", health="unhealthy") == 1
         assert server.metrics.value("kubedevice_plugin_devices", health="healthy") == 1
 
