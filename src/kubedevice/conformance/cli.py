@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
+from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
@@ -11,6 +13,7 @@ from typer._click.core import Context
 from typer._click.exceptions import UsageError
 from typer.core import TyperCommand
 
+from kubedevice.conformance.junit import to_junit_xml, write_junit_xml
 from kubedevice.conformance.runner import CommandError, ConformanceOptions, command_problem, run_conformance
 from kubedevice.console import fail, make_console
 
@@ -50,6 +53,9 @@ def conformance(
     ),
     restarts: int = typer.Option(3, "--restarts", metavar="N", help="How many kubelet restarts to simulate."),
     json_output: bool = typer.Option(False, "--json", help="Print the report as JSON instead of a table."),
+    junit_xml: Path | None = typer.Option(
+        None, "--junit-xml", help="Also write the report as JUnit XML (one test case per check) to this file."
+    ),
     absence: float = typer.Option(
         3.0, "--absence", metavar="S", help="Seconds kubelet.sock stays away in the kubelet-absence check."
     ),
@@ -81,10 +87,19 @@ def conformance(
         absence_s=absence,
         numa_nodes=tuple(range(numa_nodes)) if numa_nodes is not None else None,
     )
+    if junit_xml is not None and not junit_xml.absolute().parent.is_dir():
+        _usage_error(f"--junit-xml {junit_xml}: its folder does not exist")
+    started = time.monotonic()
     try:
         report = asyncio.run(run_conformance(options))
     except CommandError as err:
         _usage_error(str(err))
+    if junit_xml is not None:
+        document = to_junit_xml(report, argv, time.monotonic() - started)
+        try:
+            write_junit_xml(junit_xml, document)
+        except OSError as err:
+            fail(f"--junit-xml {junit_xml}: {err.strerror or err} — give a writable file", code=1)
     if json_output:
         typer.echo(report.to_json())
     else:
