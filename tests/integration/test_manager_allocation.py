@@ -93,6 +93,34 @@ async def test_allocation_error_texts(root: Path) -> None:
             await m.allocate(*one("pod-4", 1))
 
 
+async def test_a_zero_request_gets_nothing_but_is_checked_like_any_other(root: Path) -> None:
+    """A zero quantity: no device, no Allocate, no PreStartContainer, no run options, no checkpoint entry.
+
+    The kubelet still checks the resource's registration and health first (its devicesToAllocate checks
+    before it counts what is needed, kubernetes#109595), except for a container that is already running.
+    """
+    async with running_manager(root) as m:
+        pre_start = dp.DevicePluginOptions(pre_start_required=True)
+        plugin = FakePlugin(m.plugin_dir / "p.sock", R, make_devices(2), options=pre_start)
+        async with serving(plugin):
+            await registered(m, plugin)
+            pod, c = one("pod-1", 0)
+            await m.allocate(pod, c)
+            assert await m.get_device_run_container_options(pod, c) is None
+            assert plugin.allocate_calls == [] and plugin.prestart_calls == []
+            assert m.pod_uids() == set() and m.get_devices("pod-1", "c") is None
+            assert '"PodUID":"pod-1"' not in (m.plugin_dir / "kubelet_internal_checkpoint").read_text()
+            plugin.set_devices([device(d.ID, "Unhealthy") for d in plugin.devices])
+            await eventually(lambda: m.get_capacity()[1] == {R: 0})
+            with pytest.raises(AdmissionError) as err:
+                await m.allocate(*one("pod-2", 0))
+            assert str(err.value) == f"no healthy devices present; cannot allocate unhealthy devices {R}"
+            # A container that survived a restart is not checked: it already runs with what it has.
+            await m.allocate(pod, c, already_running=True)
+            assert await m.get_device_run_container_options(pod, c, already_running=True) is None
+            assert plugin.allocate_calls == [] and plugin.prestart_calls == [] and m.pod_uids() == set()
+
+
 async def test_negative_request_is_refused(root: Path) -> None:
     async with running_manager(root) as m:
         with pytest.raises(AdmissionError, match=r"negative quantity -1 of example\.com/fake"):

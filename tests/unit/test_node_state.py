@@ -73,3 +73,19 @@ def test_current_boot_id(tmp_path: Path) -> None:
     assert current_boot_id(path=boot) == "1a2b"
     assert current_boot_id("override", path=boot) == "override"
     assert current_boot_id(path=tmp_path / "absent") == ""
+
+
+async def test_a_save_that_changes_nothing_writes_nothing(tmp_path: Path) -> None:
+    """An admission that wrote the checkpoint saves the same set: it must cost no second fsync."""
+    path = tmp_path / "state.json"
+    store = PodStateFile(path, boot_id="boot-a")
+    store.load()
+    running = SavedPod("default", "zero", "Running", "", "", "sha256:1")
+    await store.save(lambda: {"uid-1": running})
+    written = path.stat().st_ino  # every write renames a new file over the old one
+    await store.save(lambda: {"uid-1": running})
+    assert path.stat().st_ino == written
+    reread = PodStateFile(path, boot_id="boot-a")
+    assert reread.load() == {"uid-1": running}  # a Running pod without devices reads back as it was
+    await reread.save(lambda: {"uid-1": running})
+    assert path.stat().st_ino == written  # what was loaded counts as written
