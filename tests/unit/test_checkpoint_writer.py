@@ -58,7 +58,6 @@ async def test_request_logs_failures_and_drain_waits(
     store = CheckpointStore(tmp_path / "missing-parent" / "dp")
     (tmp_path / "missing-parent").write_text("a file where a directory should be")
     writer = CheckpointWriter(store, lambda: data(1))
-    task = writer.request()
-    await asyncio.gather(task, return_exceptions=True)
-    await writer.drain()
+    writer.request()
+    await writer.drain()  # waits for the requested write too
     assert "failed to write checkpoint" in caplog.text

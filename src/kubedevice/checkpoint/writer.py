@@ -31,6 +31,7 @@ class CheckpointWriter:
         self._flush: tuple[int, asyncio.Task[None]] | None = None
         # Successive writes share most entries: encode only what changed since the previous one.
         self._encoder = CheckpointEncoder()
+        self._requests: set[asyncio.Task[None]] = set()
         self.writes = 0
 
     async def write(self) -> None:
@@ -50,14 +51,16 @@ class CheckpointWriter:
             if gen >= target:
                 return
 
-    def request(self) -> asyncio.Task[None]:
-        """Ask for a write without waiting; failures are logged."""
+    def request(self) -> None:
+        """Ask for a write without waiting; failures are logged, and drain() waits for it."""
         task = asyncio.create_task(self.write())
         task.add_done_callback(_log_failure)
-        return task
+        self._requests.add(task)
+        task.add_done_callback(self._requests.discard)
 
     async def drain(self) -> None:
-        """Wait for the write in progress, if any."""
+        """Wait for the writes asked for without waiting, and the write in progress, if any."""
+        await asyncio.gather(*list(self._requests), return_exceptions=True)
         while self._flush is not None:
             _gen, task = self._flush
             await asyncio.gather(task, return_exceptions=True)

@@ -17,15 +17,7 @@ from pathlib import Path
 import grpc.aio
 from prometheus_client import CollectorRegistry
 
-from kubedevice.api.constants import (
-    CHECKPOINT_NAME,
-    DIAL_TIMEOUT_S,
-    ENDPOINT_STOP_GRACE_PERIOD_S,
-    GET_INFO_TIMEOUT_S,
-    KUBELET_SOCKET_NAME,
-    NOTIFY_REGISTRATION_STATUS_TIMEOUT_S,
-    PRE_START_CONTAINER_TIMEOUT_S,
-)
+from kubedevice.api import constants
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from kubedevice.checkpoint import CheckpointStore
 from kubedevice.checkpoint.writer import CheckpointWriter
@@ -72,17 +64,17 @@ class DeviceManager:
         self,
         plugin_dir: Path | str,
         *,
-        stop_grace_period: float = ENDPOINT_STOP_GRACE_PERIOD_S,
-        checkpoint_name: str = CHECKPOINT_NAME,
+        stop_grace_period: float = constants.ENDPOINT_STOP_GRACE_PERIOD_S,
+        checkpoint_name: str = constants.CHECKPOINT_NAME,
         plugins_registry: Path | str | None = None,
         registry: CollectorRegistry | None = None,
-        dial_timeout: float = DIAL_TIMEOUT_S,
-        options_timeout: float = DIAL_TIMEOUT_S,
+        dial_timeout: float = constants.DIAL_TIMEOUT_S,
+        options_timeout: float = constants.DIAL_TIMEOUT_S,
         allocate_timeout: float = 30.0,
         preferred_allocation_timeout: float = 30.0,
-        pre_start_timeout: float = PRE_START_CONTAINER_TIMEOUT_S,
-        get_info_timeout: float = GET_INFO_TIMEOUT_S,
-        notify_timeout: float = NOTIFY_REGISTRATION_STATUS_TIMEOUT_S,
+        pre_start_timeout: float = constants.PRE_START_CONTAINER_TIMEOUT_S,
+        get_info_timeout: float = constants.GET_INFO_TIMEOUT_S,
+        notify_timeout: float = constants.NOTIFY_REGISTRATION_STATUS_TIMEOUT_S,
         watch_interval: float = 0.15,
         active_pods: ActivePods | None = None,
         affinity: AffinityStore | None = None,
@@ -91,7 +83,7 @@ class DeviceManager:
         checkpoint_fault: Callable[[str], None] | None = None,
     ) -> None:
         self.plugin_dir = Path(plugin_dir)
-        self.socket_path = self.plugin_dir / KUBELET_SOCKET_NAME
+        self.socket_path = self.plugin_dir / constants.KUBELET_SOCKET_NAME
         if len(str(self.socket_path.absolute()).encode()) > MAX_UNIX_SOCKET_PATH:
             raise ValueError(
                 f"device plugin directory {self.plugin_dir} is too long: {self.socket_path} exceeds "
@@ -113,7 +105,7 @@ class DeviceManager:
             self._state,
             DialTimeouts(dial_timeout, options_timeout),
             status=lambda: self._status,
-            checkpoint_soon=self._checkpoint_soon,
+            checkpoint_soon=self._writer.request,
         )
         self._allocator = Allocator(
             self._state,
@@ -137,7 +129,6 @@ class DeviceManager:
             if self.plugins_registry is not None
             else None
         )
-        self._background: set[asyncio.Task[None]] = set()
         self._status = "new"
 
     async def start(self, running_containers: Iterable[tuple[str, str]] = ()) -> None:
@@ -187,7 +178,6 @@ class DeviceManager:
         if self._server is not None:
             await self._server.stop(grace)
         await self._endpoints.stop()
-        await asyncio.gather(*list(self._background), return_exceptions=True)
         await self._writer.drain()
         self._status = "stopped"
 
@@ -228,12 +218,11 @@ class DeviceManager:
         return self._hints.get_topology_hints(pod, container)
 
     def get_pod_topology_hints(self, pod: Pod) -> dict[str, list[TopologyHint] | None]:
-        """Per device-plugin resource of the whole pod (pod scope): None (no preference) or the hints."""
+        """The same for the whole pod (pod scope)."""
         return self._hints.get_pod_topology_hints(pod)
 
     def mark_running(self, containers: Iterable[tuple[str, str]]) -> None:
-        """(pod UID, container name) pairs found running after start: while `sources_ready` is False they
-        keep their checkpointed devices without any check, however they are admitted again."""
+        """Containers found running after start keep their devices unchecked while sources aren't ready."""
         self._allocator.startup_running = self._allocator.startup_running | frozenset(containers)
 
     async def get_device_run_container_options(
@@ -246,7 +235,7 @@ class DeviceManager:
 
     def get_capacity(self) -> tuple[dict[str, int], dict[str, int], list[str]]:
         """(capacity, allocatable, deleted resources); drops resources past the stop grace period."""
-        return capacity.get_capacity(self._state, self.stop_grace_period, self._checkpoint_soon)
+        return capacity.get_capacity(self._state, self.stop_grace_period, self._writer.request)
 
     def get_allocatable_devices(self) -> dict[str, dict[str, tuple[int, ...]]]:
         """resource -> healthy device ID -> its NUMA nodes (empty: no topology)."""
@@ -302,9 +291,3 @@ class DeviceManager:
     async def write_checkpoint(self) -> None:
         """Write the checkpoint now (it is also written on every change that needs it)."""
         await self._writer.write()
-
-    def _checkpoint_soon(self) -> None:
-        """Ask for a write without waiting for it (a failure is only logged, as in the kubelet)."""
-        task = asyncio.ensure_future(self._writer.request())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
