@@ -43,6 +43,8 @@ class Lister(pr_grpc.PodResourcesListerServicer):
         self.pods: list[pr.PodResources] = []
         self.allocatable: list[pr.ContainerDevices] = []
         self.abort: tuple[grpc.StatusCode, str] | None = None
+        #: Set: GetAllocatableResources alone fails so (a kubelet before 1.21 says UNIMPLEMENTED).
+        self.allocatable_abort: tuple[grpc.StatusCode, str] | None = None
 
     async def List(self, request: object, context: grpc.aio.ServicerContext[object, object]) -> object:
         if self.abort is not None:
@@ -52,8 +54,9 @@ class Lister(pr_grpc.PodResourcesListerServicer):
     async def GetAllocatableResources(
         self, request: object, context: grpc.aio.ServicerContext[object, object]
     ) -> object:
-        if self.abort is not None:
-            await context.abort(*self.abort)
+        for abort in (self.abort, self.allocatable_abort):
+            if abort is not None:
+                await context.abort(*abort)
         return pr.AllocatableResourcesResponse(devices=self.allocatable)
 
 
@@ -218,6 +221,30 @@ async def test_other_errors_are_counted_by_kind(bench: Bench) -> None:
     # Nothing was ever read: no device series at all, rather than zeros that would look like an empty node.
     assert "kubedevice_pod_device_info" not in bench.samples()
     assert bench.value("kubedevice_exporter_last_success_timestamp_seconds") is None
+
+
+async def test_a_kubelet_without_get_allocatable_still_gives_what_is_held(bench: Bench) -> None:
+    _node(bench)
+    bench.lister.allocatable_abort = (grpc.StatusCode.UNIMPLEMENTED, "unknown method GetAllocatableResources")
+    await bench.refresher.refresh()
+    assert {h[4] for h in bench.held()} == {"gpu-0", "gpu-2", "gpu-3", "nic-0"}
+    assert bench.value("kubedevice_allocated_devices", resource=GPU) == 3
+    assert bench.value("kubedevice_allocated_devices_by_numa_node", resource=GPU, numa_node="1") == 2
+    # What is free cannot be known: no series rather than a wrong 0.
+    samples = bench.samples()
+    for name in (
+        "kubedevice_allocatable_device_info",
+        "kubedevice_allocatable_devices",
+        "kubedevice_free_devices",
+    ):
+        assert name not in samples
+    assert bench.value("kubedevice_exporter_podresources_up") == 1
+    assert all(v == 0 for _, v in samples["kubedevice_exporter_errors_total"])
+
+    # Any other failure of that call is a failed read, as for List.
+    bench.lister.allocatable_abort = (grpc.StatusCode.INTERNAL, "boom")
+    await bench.refresher.refresh()
+    assert bench.errors("error") == 1
 
 
 def _write_checkpoint(path: Path, entries: list[PodDevicesEntry]) -> None:

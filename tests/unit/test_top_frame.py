@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from kubedevice.inventory import HeldDevice, PodResourcesView
 from kubedevice.top.frame import render
-from kubedevice.top.model import DeviceCell, HeldBy, ResourceDevices, TopView, from_status
+from kubedevice.top.model import DeviceCell, HeldBy, ResourceDevices, TopView, from_podresources, from_status
 
 GPU = "example.com/gpu"
 
@@ -82,3 +83,15 @@ def test_a_resource_whose_plugin_is_gone_says_so_under_its_counts() -> None:
         "  unhealthy: nic-0, nic-1",
     ]
     assert "node: 2 devices: 1 held (1 unhealthy), 0 free, 1 unhealthy; 1 pod" in lines
+
+
+def test_a_bare_socket_without_get_allocatable_shows_held_devices_of_unknown_health() -> None:
+    held = (
+        HeldDevice("ml", "train", "main", GPU, "gpu-1", (1,)),
+        HeldDevice("ml", "train", "main", GPU, "gpu-0", (0,)),
+    )
+    view = from_podresources("PodResources at S", PodResourcesView(held, None))
+    lines = _text(view)
+    assert lines[0] == "PodResources at S (no GetAllocatableResources: held devices only)"
+    assert f"{GPU}  2 devices listed: 2 held (2 health unknown), 0 free" in lines
+    assert "  NUMA 0   ?1" in lines and "  NUMA 1   ?1" in lines

@@ -15,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from kubedevice.exporter.checkpoint_probe import CheckpointState
 from kubedevice.exporter.refresh import Snapshot
-from kubedevice.inventory.model import PodResourcesView, numa_label
+from kubedevice.inventory.model import DeviceTopology, PodResourcesView, numa_label
 
 DEVICE_LABELS = ["namespace", "pod", "container", "resource", "device", "numa_node"]
 
@@ -56,46 +56,19 @@ def _devices(view: PodResourcesView) -> Iterator[Metric]:
         info.add_metric([h.namespace, h.pod, h.container, h.resource, h.device, numa_label(h.numa_nodes)], 1)
     yield info
 
-    allocatable_info = GaugeMetricFamily(
-        "kubedevice_allocatable_device_info",
-        "A device GetAllocatableResources lists: the kubelet lists healthy devices only.",
-        labels=["resource", "device", "numa_node"],
-    )
-    for resource, ids in sorted(view.allocatable.items()):
-        for device, nodes in sorted(ids.items()):
-            allocatable_info.add_metric([resource, device, numa_label(nodes)], 1)
-    yield allocatable_info
-
     held = view.held_ids()
-    resources = sorted(set(held) | set(view.allocatable))
-    families = {
-        "allocatable": GaugeMetricFamily(
-            "kubedevice_allocatable_devices",
-            "Devices of the resource GetAllocatableResources lists.",
-            labels=["resource"],
-        ),
-        "allocated": GaugeMetricFamily(
-            "kubedevice_allocated_devices",
-            "Devices of the resource held by listed containers.",
-            labels=["resource"],
-        ),
-        "free": GaugeMetricFamily(
-            "kubedevice_free_devices", "Allocatable devices no listed container holds.", labels=["resource"]
-        ),
-        "unallocatable": GaugeMetricFamily(
-            "kubedevice_allocated_unallocatable_devices",
-            "Held devices GetAllocatableResources does not list: unhealthy, or their plugin is gone.",
-            labels=["resource"],
-        ),
-    }
-    for resource in resources:
-        allocatable_ids = set(view.allocatable.get(resource, {}))
-        held_ids = held.get(resource, set())
-        families["allocatable"].add_metric([resource], len(allocatable_ids))
-        families["allocated"].add_metric([resource], len(held_ids))
-        families["free"].add_metric([resource], len(allocatable_ids - held_ids))
-        families["unallocatable"].add_metric([resource], len(held_ids - allocatable_ids))
-    yield from families.values()
+    allocated = GaugeMetricFamily(
+        "kubedevice_allocated_devices",
+        "Devices of the resource held by listed containers.",
+        labels=["resource"],
+    )
+    if view.allocatable is None:
+        # A kubelet without GetAllocatableResources: what is held is known, what is free is not.
+        for resource in sorted(held):
+            allocated.add_metric([resource], len(held[resource]))
+        yield allocated
+    else:
+        yield from _allocatable(view.allocatable, held, allocated)
 
     by_numa = GaugeMetricFamily(
         "kubedevice_allocated_devices_by_numa_node",
@@ -114,6 +87,45 @@ def _devices(view: PodResourcesView) -> Iterator[Metric]:
     for (resource, node), n in sorted(counts.items()):
         by_numa.add_metric([resource, node], n)
     yield by_numa
+
+
+def _allocatable(
+    allocatable: DeviceTopology, held: dict[str, set[str]], allocated: GaugeMetricFamily
+) -> Iterator[Metric]:
+    allocatable_info = GaugeMetricFamily(
+        "kubedevice_allocatable_device_info",
+        "A device GetAllocatableResources lists: the kubelet lists healthy devices only.",
+        labels=["resource", "device", "numa_node"],
+    )
+    for resource, ids in sorted(allocatable.items()):
+        for device, nodes in sorted(ids.items()):
+            allocatable_info.add_metric([resource, device, numa_label(nodes)], 1)
+    yield allocatable_info
+
+    families = {
+        "allocatable": GaugeMetricFamily(
+            "kubedevice_allocatable_devices",
+            "Devices of the resource GetAllocatableResources lists.",
+            labels=["resource"],
+        ),
+        "free": GaugeMetricFamily(
+            "kubedevice_free_devices", "Allocatable devices no listed container holds.", labels=["resource"]
+        ),
+        "unallocatable": GaugeMetricFamily(
+            "kubedevice_allocated_unallocatable_devices",
+            "Held devices GetAllocatableResources does not list: unhealthy, or their plugin is gone.",
+            labels=["resource"],
+        ),
+    }
+    for resource in sorted(set(held) | set(allocatable)):
+        allocatable_ids = set(allocatable.get(resource, {}))
+        held_ids = held.get(resource, set())
+        families["allocatable"].add_metric([resource], len(allocatable_ids))
+        allocated.add_metric([resource], len(held_ids))
+        families["free"].add_metric([resource], len(allocatable_ids - held_ids))
+        families["unallocatable"].add_metric([resource], len(held_ids - allocatable_ids))
+    yield allocated
+    yield from families.values()
 
 
 def _checkpoint(s: Snapshot, now: float) -> Iterator[Metric]:
@@ -157,7 +169,7 @@ def _checkpoint(s: Snapshot, now: float) -> Iterator[Metric]:
     )
     per_resource = Counter(a.resource for a in s.stale)
     if s.view is not None:  # a 0 for every known resource: `== 0` and `> 0` both have a series to match
-        for resource in set(s.view.allocatable) | set(s.view.held_ids()):
+        for resource in set(s.view.allocatable or {}) | set(s.view.held_ids()):
             per_resource.setdefault(resource, 0)
     for resource in sorted(per_resource):
         stale_entries.add_metric([resource], per_resource[resource])

@@ -41,8 +41,9 @@ class PodResourcesView:
     """One List and one GetAllocatableResources answer, read back to back."""
 
     held: tuple[HeldDevice, ...]
-    #: GetAllocatableResources: the healthy devices of every resource (the kubelet lists no others).
-    allocatable: DeviceTopology
+    #: GetAllocatableResources: the healthy devices of every resource (the kubelet lists no others);
+    #: None from a kubelet that does not offer it.
+    allocatable: DeviceTopology | None
 
     def held_ids(self) -> dict[str, set[str]]:
         """resource -> the device IDs some container holds."""
@@ -97,9 +98,9 @@ def allocatable_devices(devices: Iterable[pr.ContainerDevices]) -> DeviceTopolog
 
 
 def view_of(
-    listed: pr.ListPodResourcesResponse, allocatable: pr.AllocatableResourcesResponse
+    listed: pr.ListPodResourcesResponse, allocatable: pr.AllocatableResourcesResponse | None
 ) -> PodResourcesView:
     return PodResourcesView(
         held=held_devices(listed.pod_resources),
-        allocatable=allocatable_devices(allocatable.devices),
+        allocatable=allocatable_devices(allocatable.devices) if allocatable is not None else None,
     )

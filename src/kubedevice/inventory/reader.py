@@ -71,12 +71,24 @@ class PodResourcesReader:
             async with grpc.aio.insecure_channel(self._target, options=options) as channel:
                 stub = pr_grpc.PodResourcesListerStub(channel)
                 listed = await stub.List(pr.ListPodResourcesRequest(), timeout=self._timeout)
-                allocatable = await stub.GetAllocatableResources(
-                    pr.AllocatableResourcesRequest(), timeout=self._timeout
-                )
+                allocatable = await self._allocatable(stub)
         except grpc.aio.AioRpcError as err:
             raise self._error(err) from None
         return view_of(listed, allocatable)
+
+    async def _allocatable(
+        self, stub: pr_grpc.PodResourcesListerAsyncStub
+    ) -> pr.AllocatableResourcesResponse | None:
+        """None from a kubelet without GetAllocatableResources (before 1.21, or its feature gate off)."""
+        try:
+            answer: pr.AllocatableResourcesResponse = await stub.GetAllocatableResources(
+                pr.AllocatableResourcesRequest(), timeout=self._timeout
+            )
+        except grpc.aio.AioRpcError as err:
+            if err.code() == grpc.StatusCode.UNIMPLEMENTED or "not enabled" in (err.details() or ""):
+                return None
+            raise
+        return answer
 
     def _check_socket(self) -> None:
         # A missing file is told apart from a dead server before dialling.

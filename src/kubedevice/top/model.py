@@ -94,7 +94,8 @@ def from_status(source: str, node: dict[str, Any], pods: list[dict[str, Any]]) -
 def from_podresources(source: str, view: PodResourcesView) -> TopView:
     """A PodResources socket: allocatable devices are healthy; held ones outside it are of unknown health."""
     per_container: dict[tuple[str, str, str], list[str]] = {}
-    topology: dict[str, dict[str, tuple[int, ...]]] = {r: dict(ids) for r, ids in view.allocatable.items()}
+    allocatable = view.allocatable if view.allocatable is not None else {}
+    topology: dict[str, dict[str, tuple[int, ...]]] = {r: dict(ids) for r, ids in allocatable.items()}
     for h in view.held:
         per_container.setdefault((f"{h.namespace}/{h.pod}", h.container, h.resource), []).append(h.device)
         topology.setdefault(h.resource, {}).setdefault(h.device, h.numa_nodes)
@@ -107,7 +108,7 @@ def from_podresources(source: str, view: PodResourcesView) -> TopView:
                 DeviceCell(
                     d,
                     nodes,
-                    True if d in view.allocatable.get(resource, {}) else None,
+                    True if d in allocatable.get(resource, {}) else None,
                     holders.get((resource, d), ()),
                 )
                 for d, nodes in ids.items()
@@ -115,4 +116,6 @@ def from_podresources(source: str, view: PodResourcesView) -> TopView:
         )
         for resource, ids in sorted(topology.items())
     )
+    if view.allocatable is None:
+        source += " (no GetAllocatableResources: held devices only)"
     return TopView(source, resources, tuple(held), health_known=False)
