@@ -21,6 +21,7 @@ from kubedevice.plugin.events import EventKind, LifecycleEvent
 from kubedevice.plugin.metrics import PluginMetrics
 from kubedevice.plugin.model import Allocation, Device, DeviceSpec, Mount, PluginOptions
 from kubedevice.plugin.server import DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, Backoff, PluginServer
+from kubedevice.plugin.sharing import SharedDevices, SharedPlugin
 
 __all__ = [
     "DEFAULT_PLUGIN_DIR",
@@ -39,6 +40,8 @@ __all__ = [
     "PluginMetrics",
     "PluginOptions",
     "PluginServer",
+    "SharedDevices",
+    "SharedPlugin",
     "print_event",
     "serve",
 ]
