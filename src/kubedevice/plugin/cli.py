@@ -26,6 +26,7 @@ from kubedevice.plugin.builtin.paths import PathsPlugin
 from kubedevice.plugin.entry import print_event
 from kubedevice.plugin.errors import ConfigError
 from kubedevice.plugin.server import DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, PluginServer
+from kubedevice.plugin.sharing import SharedPlugin
 
 
 def _usage_error(message: str) -> NoReturn:
@@ -94,6 +95,12 @@ def fake(
     health_file: Path | None = typer.Option(
         None, "--health-file", help="JSON list of unhealthy IDs, re-read when it changes."
     ),
+    replicas: int | None = typer.Option(
+        None,
+        "--replicas",
+        min=1,
+        help="Share each device: advertise it as N replicas <id>::0 .. <id>::<N-1>.",
+    ),
     poll_interval: float = POLL_INTERVAL,
     plugin_dir: str = PLUGIN_DIR,
     plugin_watcher: bool = PLUGIN_WATCHER,
@@ -124,6 +131,7 @@ def fake(
                 poll_interval=poll_interval,
             )
         ),
+        replicas=replicas,
     )
 
 
@@ -148,7 +156,7 @@ def paths(
     )
 
 
-def _run(common: _Common, make_plugin: Callable[[], DevicePlugin]) -> None:
+def _run(common: _Common, make_plugin: Callable[[], DevicePlugin], replicas: int | None = None) -> None:
     # gRPC core logs every GOAWAY of a restarting kubelet at INFO on stderr; that is normal here.
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     logging.basicConfig(
@@ -156,6 +164,8 @@ def _run(common: _Common, make_plugin: Callable[[], DevicePlugin]) -> None:
     )
     try:
         plugin = make_plugin()
+        if replicas is not None:
+            plugin = SharedPlugin(plugin, replicas)
         server = PluginServer(
             plugin,
             common.plugin_dir,
