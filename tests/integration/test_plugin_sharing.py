@@ -176,14 +176,17 @@ async def test_preferred_allocation_spreads_over_the_least_used_devices(plugin_d
             return list(response.container_responses[0].deviceIDs)
 
         assert await preferred(1) == ["gpu-2::0"]
-        assert await preferred(3) == ["gpu-2::0", "gpu-3::0", "gpu-1::1"]
-        assert await preferred(5) == ["gpu-2::0", "gpu-3::0", "gpu-1::1", "gpu-2::1", "gpu-3::1"]
-        # must_include comes first and counts as use of its device.
+        # Further replicas of one container stay on the NUMA node of its first (gpu-2 and gpu-3: node 1).
+        assert await preferred(3) == ["gpu-2::0", "gpu-3::0", "gpu-2::1"]
+        assert await preferred(5) == ["gpu-2::0", "gpu-3::0", "gpu-2::1", "gpu-3::1", "gpu-2::2"]
+        # must_include comes first, counts as use of its device and sets the NUMA nodes to stay on.
         assert await preferred(2, ["gpu-2::2"]) == ["gpu-2::2", "gpu-3::0"]
+        # Node 0 (gpu-0, gpu-1) is busier than node 1, but must_include put the container there.
+        assert await preferred(2, ["gpu-1::2"]) == ["gpu-1::2", "gpu-0::2"]
         assert await preferred(3, ["gpu-0::2", "gpu-3::1"]) == ["gpu-0::2", "gpu-3::1", "gpu-2::0"]
         assert await preferred(9) == [
-            *("gpu-2::0", "gpu-3::0", "gpu-1::1", "gpu-2::1", "gpu-3::1"),
-            *("gpu-0::2", "gpu-1::2", "gpu-2::2", "gpu-3::2"),
+            *("gpu-2::0", "gpu-3::0", "gpu-2::1", "gpu-3::1", "gpu-2::2", "gpu-3::2"),
+            *("gpu-1::1", "gpu-0::2", "gpu-1::2"),
         ]
 
 

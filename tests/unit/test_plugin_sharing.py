@@ -21,20 +21,44 @@ def _replicas(*devices: str, per: int = 2) -> list[str]:
     return [replica_id(d, k) for d in devices for k in range(per)]
 
 
+def _devices(*ids: str) -> list[Device]:
+    return [Device(i) for i in ids]
+
+
 def test_spread_takes_the_least_used_device_and_breaks_ties_by_the_plugins_order() -> None:
     available = [r for r in _replicas("a", "b", "c") if r != "c::0"]
-    assert spread_replicas(available, [], 1, 2, ["c", "b", "a"]) == ["b::0"]
-    assert spread_replicas(available, [], 3, 2, ["c", "b", "a"]) == ["b::0", "a::0", "c::1"]
-    # Without an order (devices the plugin no longer lists), by ID.
+    order = _devices("c", "b", "a")
+    assert spread_replicas(available, [], 1, 2, order) == ["b::0"]
+    assert spread_replicas(available, [], 3, 2, order) == ["b::0", "a::0", "c::1"]
+    # Without the plugin's devices (devices it no longer lists), by ID.
     assert spread_replicas(available, [], 2, 2) == ["a::0", "b::0"]
 
 
 def test_spread_puts_must_include_first_and_never_repeats_it() -> None:
     available = _replicas("a", "b")
-    assert spread_replicas(available, ["b::1", "b::1"], 3, 2, ["a", "b"]) == ["b::1", "a::0", "a::1"]
-    assert spread_replicas(available, ["a::1"], 1, 2, ["a", "b"]) == ["a::1"]
-    assert spread_replicas(available, [], 9, 2, ["a", "b"]) == ["a::0", "b::0", "a::1", "b::1"]
+    order = _devices("a", "b")
+    assert spread_replicas(available, ["b::1", "b::1"], 3, 2, order) == ["b::1", "a::0", "a::1"]
+    assert spread_replicas(available, ["a::1"], 1, 2, order) == ["a::1"]
+    assert spread_replicas(available, [], 9, 2, order) == ["a::0", "b::0", "a::1", "b::1"]
     assert spread_replicas([], [], 1, 2) == []
+
+
+def test_spread_keeps_a_containers_replicas_on_the_numa_node_of_its_first() -> None:
+    devices = [
+        Device("n0-a", numa_nodes=(0,)),
+        Device("n1-a", numa_nodes=(1,)),
+        Device("n0-b", numa_nodes=(0,)),
+    ]
+    available = _replicas("n0-a", "n1-a", "n0-b", per=3)
+    assert spread_replicas(available, [], 3, 3, devices) == ["n0-a::0", "n0-b::0", "n0-a::1"]
+    # Node 0 full: the rest spills over to node 1.
+    assert spread_replicas(available, [], 7, 3, devices)[-1] == "n1-a::0"
+    # One device busier than the rest picks the idle one first, then stays on its node.
+    busy = [r for r in available if r not in ("n0-a::0", "n0-a::1")]
+    assert spread_replicas(busy, [], 2, 3, devices) == ["n1-a::0", "n1-a::1"]
+    # Devices without NUMA nodes are never "on" the picks' node.
+    mixed = [*devices, Device("plain")]
+    assert spread_replicas([*available, "plain::0"], ["plain::0"], 2, 3, mixed) == ["plain::0", "n0-a::0"]
 
 
 def test_shared_devices_is_a_sequence_of_physical_devices_with_counts() -> None:

@@ -9,7 +9,7 @@ the kubelet is mapped back before the wrapped plugin sees it:
   `Sequence[Device]`, so a plugin written without sharing in mind works unchanged;
 * GetPreferredAllocation is always offered and answered here: replicas go to the least-used physical
   devices (counting replicas other containers hold), so the kubelet spreads containers instead of stacking
-  them on the first device;
+  them on the first device; a container's further replicas stay on the NUMA node(s) of its first;
 * `resource_name` renames the shared resource (e.g. `example.com/gpu.shared`), so a node can tell pods
   that accept a shared device from pods that need a whole one;
 * `refuse_multiple` refuses a container that asks for more than one replica in total (INVALID_ARGUMENT):
@@ -21,7 +21,6 @@ Sharing is time-slicing by contract only; the wrapped plugin decides what isolat
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import overload
@@ -157,7 +156,11 @@ class SharedPlugin(DevicePlugin):
         self, available: Sequence[Device], must_include: Sequence[Device], size: int
     ) -> Sequence[str]:
         return spread_replicas(
-            [d.id for d in available], [d.id for d in must_include], size, self.replicas, list(self._physical)
+            [d.id for d in available],
+            [d.id for d in must_include],
+            size,
+            self.replicas,
+            list(self._physical.values()),
         )
 
     def _physical_of(self, replicas: Sequence[Device]) -> SharedDevices:
@@ -176,37 +179,46 @@ def spread_replicas(
     must_include: Sequence[str],
     size: int,
     replicas: int,
-    order: Sequence[str] = (),
+    devices: Sequence[Device] = (),
 ) -> list[str]:
     """Pick `size` replica IDs: must_include first, then one at a time from the least-used physical device.
 
     A physical device's use is its replicas that are not `available` (held by other containers; health is
     per physical device, so an unhealthy device has no replica available at all) plus those picked so far.
-    Ties go to the device earlier in `order` (the plugin's own order), then by ID; within a device the
-    lowest replica number goes first. Deterministic, so the kubelet's choice can be predicted.
+    Once a replica is picked, devices sharing a NUMA node with the picks come first, so a container with
+    several replicas stays aligned, as NUMA-packed plugins keep it; ties go to the device earlier in
+    `devices` (the plugin's physical devices, in its order), then by ID; within a device the lowest replica
+    number goes first. Deterministic, so the kubelet's choice can be predicted.
     """
+    numa = {d.id: frozenset(d.numa_nodes) for d in devices}
+    rank = {d.id: i for i, d in enumerate(devices)}
     chosen = list(dict.fromkeys(must_include))
-    picked = set(chosen)
     free: dict[str, list[int]] = {}
     for rid in available:
         free.setdefault(physical_id(rid), []).append(_replica_index(rid))
     load = {p: replicas - len(ks) for p, ks in free.items()}
+    home: set[int] = set()
     for rid in chosen:
-        load[physical_id(rid)] = load.get(physical_id(rid), 0) + 1
-    rank = {p: i for i, p in enumerate(order)}
-    heap = [(load[p], rank.get(p, len(rank)), p) for p in free]
+        physical = physical_id(rid)
+        load[physical] = load.get(physical, 0) + 1
+        home |= numa.get(physical, frozenset())
+        if _replica_index(rid) in free.get(physical, []):
+            free[physical].remove(_replica_index(rid))
     for ks in free.values():
         ks.sort(reverse=True)  # popped from the end: lowest replica number first
-    heapq.heapify(heap)
-    while len(chosen) < size and heap:
-        used, position, physical = heapq.heappop(heap)
-        ks = free[physical]
-        while ks and replica_id(physical, ks[-1]) in picked:
-            ks.pop()
-        if not ks:
-            continue
-        chosen.append(replica_id(physical, ks.pop()))
-        heapq.heappush(heap, (used + 1, position, physical))
+
+    def preference(physical: str) -> tuple[bool, int, int, str]:
+        away = bool(home) and not numa.get(physical, frozenset()) & home
+        return away, load[physical], rank.get(physical, len(rank)), physical
+
+    while len(chosen) < size:
+        candidates = [p for p, ks in free.items() if ks]
+        if not candidates:
+            break
+        physical = min(candidates, key=preference)
+        chosen.append(replica_id(physical, free[physical].pop()))
+        load[physical] += 1
+        home |= numa.get(physical, frozenset())
     return chosen
 
 
