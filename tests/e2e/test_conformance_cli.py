@@ -78,6 +78,12 @@ def cases(device_glob: str) -> dict[str, list[str]]:
             "--cdi",
             *plugin_dir,
         ],
+        "sdk-fake-shared": [
+            *FLAGS,
+            "--",
+            *fake,
+            *("--replicas", "3", "--refuse-multiple", "--numa-nodes", "2", "--prestart", *plugin_dir),
+        ],
         "sdk-paths": [
             *FLAGS,
             "--",
@@ -156,6 +162,22 @@ def test_bad_numa_reporting_is_a_warning_naming_the_devices(runs: Mapping[str, R
     assert (
         "the preferred allocation of 2 from all 5 healthy devices spans NUMA nodes (dev-0, dev-1)" in detail
     )
+
+
+def test_a_shared_fake_plugin_that_refuses_multiple_replicas_passes(runs: Mapping[str, Run]) -> None:
+    run = runs["sdk-fake-shared"]
+    assert_only(run, {}, passed=True)
+    assert {result for result, _ in run.rows.values()} == {"PASS"}
+    assert "12 device(s), 12 healthy" in run.rows["list-and-watch"][1]
+    # A plugin may refuse more devices than it gives one container: the kubelet fails only those pods.
+    allocate = run.rows["allocate"][1]
+    assert "1 device(s) -> 0 device spec(s)" in allocate
+    assert (
+        "12 device(s) refused (INVALID_ARGUMENT: allocate: request for 12 example.com/fake replicas"
+        in allocate
+    )
+    # The spread keeps a container's replicas on one NUMA node: the topology check sees them packed.
+    assert "12 device(s) on NUMA nodes [0, 1]; this node has [0, 1]" in run.rows["topology"][1]
 
 
 def test_sdk_fake_plugin_reports_aligned_numa_nodes(runs: Mapping[str, Run]) -> None:

@@ -57,3 +57,21 @@ def test_twelve_one_replica_pods_share_four_devices_and_a_thirteenth_is_refused(
     wait_for(lambda: node.pod("p0") is None, "p0 to be terminated")
     node.write_manifest("p13.yaml", pod_manifest("p13", {GPU: 1}))
     assert _device_of(node, "p13") == "fake-0::0"
+
+
+def test_a_pod_asking_for_two_replicas_fails_when_the_plugin_refuses_multiple(node: NodeProcesses) -> None:
+    shared = "example.com/gpu.shared"
+    node.start_daemon()
+    node.start_plugin(shared, 2, "--replicas", "2", "--refuse-multiple")
+    node.wait_capacity(shared, 4, 4)
+    node.write_manifest("two.yaml", pod_manifest("two", {shared: 2}))
+    two = node.wait_phase("two", "Failed")
+    assert two["reason"] == "UnexpectedAdmissionError"
+    assert f"device plugin Allocate rpc for {shared} failed" in two["message"]
+    assert (
+        f"allocate: request for 2 {shared} replicas (fake-0::0, fake-1::0) refused: a container may get at "
+        f"most 1 replica of a shared device — ask for {shared}: 1"
+    ) in two["message"]
+    # Nothing is held by the refused pod: a one-replica pod still gets the least-used device.
+    node.write_manifest("one.yaml", pod_manifest("one", {shared: 1}))
+    assert node.wait_phase("one", "Running")["containers"][0]["devices"][shared] == ["fake-0::0"]

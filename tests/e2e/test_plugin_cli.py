@@ -233,6 +233,7 @@ async def test_kubelet_restart_and_sighup_reregister_the_process(plugin_dir: str
         (["fake", "--resource", "example.com/fake", "--devices", "2", "--frobnicate"], "--frobnicate"),
         (["fake", "--resource", "example.com/fake", "--devices", "2", "--replicas", "0"], "'--replicas'"),
         (["fake", "--resource", "example.com/fake", "--devices", "2", "--replicas", "-1"], "'--replicas'"),
+        (["fake", "--resource", "example.com/fake", "--devices", "2", "--refuse-multiple"], "--replicas N"),
         (["paths", "--resource", "example.com/x", "--glob", "relative/*"], "absolute"),
         (["paths", "--resource", "example.com/x", "--glob", "/dev/null", "--count", "0"], "--count"),
         (["no-such-plugin"], "no-such-plugin"),

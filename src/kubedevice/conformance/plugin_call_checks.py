@@ -48,6 +48,11 @@ async def allocate_check(
         try:
             response = await stub.Allocate(request, timeout=timeout_s)
         except grpc.aio.AioRpcError as err:
+            if len(ids) > 1 and err.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                # A plugin may cap devices per container (shared devices: one replica each); the kubelet
+                # then fails only the pods that ask for more, with this message.
+                answered.append(f"{len(ids)} device(s) refused ({rpc_error(err)})")
+                continue
             failures.setdefault(f"Allocate failed: {rpc_error(err)}", []).append(len(ids))
             continue
         count = len(response.container_responses)

@@ -101,6 +101,9 @@ def fake(
         min=1,
         help="Share each device: advertise it as N replicas <id>::0 .. <id>::<N-1>.",
     ),
+    refuse_multiple: bool = typer.Option(
+        False, "--refuse-multiple", help="With --replicas: refuse a container asking for more than 1 replica."
+    ),
     poll_interval: float = POLL_INTERVAL,
     plugin_dir: str = PLUGIN_DIR,
     plugin_watcher: bool = PLUGIN_WATCHER,
@@ -114,6 +117,8 @@ def fake(
     if numa_layout not in ("round-robin", "block"):
         _usage_error(f"--numa-layout must be round-robin or block, got {numa_layout!r}")
     layout: NumaLayout = "block" if numa_layout == "block" else "round-robin"
+    if refuse_multiple and replicas is None:
+        _usage_error("--refuse-multiple applies to shared devices only — add --replicas N or drop it")
     ids = frozenset(part.strip() for part in unhealthy.split(",") if part.strip())
     _run(
         common,
@@ -132,6 +137,7 @@ def fake(
             )
         ),
         replicas=replicas,
+        refuse_multiple=refuse_multiple,
     )
 
 
@@ -156,7 +162,12 @@ def paths(
     )
 
 
-def _run(common: _Common, make_plugin: Callable[[], DevicePlugin], replicas: int | None = None) -> None:
+def _run(
+    common: _Common,
+    make_plugin: Callable[[], DevicePlugin],
+    replicas: int | None = None,
+    refuse_multiple: bool = False,
+) -> None:
     # gRPC core logs every GOAWAY of a restarting kubelet at INFO on stderr; that is normal here.
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     logging.basicConfig(
@@ -165,7 +176,7 @@ def _run(common: _Common, make_plugin: Callable[[], DevicePlugin], replicas: int
     try:
         plugin = make_plugin()
         if replicas is not None:
-            plugin = SharedPlugin(plugin, replicas)
+            plugin = SharedPlugin(plugin, replicas, refuse_multiple=refuse_multiple)
         server = PluginServer(
             plugin,
             common.plugin_dir,
