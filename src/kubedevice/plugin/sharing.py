@@ -9,11 +9,13 @@ the kubelet is mapped back before the wrapped plugin sees it:
   `Sequence[Device]`, so a plugin written without sharing in mind works unchanged;
 * GetPreferredAllocation is always offered and answered here: replicas go to the least-used physical
   devices (counting replicas other containers hold), so the kubelet spreads containers instead of stacking
-  them on the first device; a container's further replicas stay on the NUMA node(s) of its first;
+  them on the first device; a container's further replicas stay on the NUMA node(s) of its first. The
+  wrapped plugin's own `preferred_allocation` is not called: it would choose among physical devices;
 * `resource_name` renames the shared resource (e.g. `example.com/gpu.shared`), so a node can tell pods
   that accept a shared device from pods that need a whole one;
 * `refuse_multiple` refuses a container that asks for more than one replica in total (INVALID_ARGUMENT):
-  two replicas are still one device, and a pod asking for two would expect twice the device it gets.
+  a replica is a time slice, not a share that adds up, so a pod asking for two would expect a guarantee
+  that sharing cannot give.
 
 Health is the physical device's: one flip turns all its replicas in the same ListAndWatch update.
 Sharing is time-slicing by contract only; the wrapped plugin decides what isolation a container gets.
