@@ -6,8 +6,9 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from kubedevice.api.constants import PLUGIN_DIR_ENV
 
@@ -18,6 +19,39 @@ PLUGIN_DIR_PLACEHOLDER = "{plugin_dir}"
 
 def expand_command(command: Sequence[str], plugin_dir: Path) -> list[str]:
     return [argument.replace(PLUGIN_DIR_PLACEHOLDER, str(plugin_dir)) for argument in command]
+
+
+class PluginRun(Protocol):
+    """What the runner needs of the plugin under test: start it, watch it end, stop it, read its log."""
+
+    exited: asyncio.Event
+    phase: str
+    exit_phase: str | None
+    killed: bool
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def start(self) -> None: ...
+
+    async def wait_exit(self, timeout_s: float) -> bool: ...
+
+    async def stop(self, grace_s: float) -> None: ...
+
+    def log_tail(self, lines: int = 20) -> list[str]: ...
+
+
+async def wait_set(event: asyncio.Event, timeout_s: float) -> bool:
+    """True when `event` is set within `timeout_s` (at once when it already is)."""
+    try:
+        await asyncio.wait_for(event.wait(), timeout=max(timeout_s, 0.0))
+    except TimeoutError:
+        return False
+    return True
+
+
+#: Makes the PluginRun for a plugin directory and a log file.
+PluginLauncher = Callable[[Path, Path], PluginRun]
 
 
 class PluginProcess:
@@ -68,11 +102,7 @@ class PluginProcess:
 
     async def wait_exit(self, timeout_s: float) -> bool:
         """True when the process ended within `timeout_s`."""
-        try:
-            await asyncio.wait_for(self.exited.wait(), timeout=max(timeout_s, 0.0))
-        except TimeoutError:
-            return False
-        return True
+        return await wait_set(self.exited, timeout_s)
 
     async def stop(self, grace_s: float) -> None:
         """SIGTERM, then SIGKILL when it has not ended after `grace_s`. Safe to call when already stopped."""

@@ -42,7 +42,7 @@ from kubedevice.conformance.plugin_call_checks import (
     pre_start_check,
     preferred_allocation_check,
 )
-from kubedevice.conformance.process import PluginProcess
+from kubedevice.conformance.process import PluginLauncher, PluginProcess, PluginRun
 from kubedevice.conformance.report import CheckResult, Findings, Report, Result, not_run, skipped
 from kubedevice.conformance.topology_check import topology_check
 from kubedevice.topology import read_topology
@@ -69,27 +69,35 @@ class ConformanceOptions:
     numa_nodes: tuple[int, ...] | None = None
 
 
-async def run_conformance(options: ConformanceOptions) -> Report:
+async def run_conformance(options: ConformanceOptions, launch: PluginLauncher | None = None) -> Report:
     """Run every check against `options.command` and return the report; cleans up whatever happens.
 
-    Raises CommandError when the command cannot be executed.
+    `launch(plugin_dir, log_path)` runs the plugin some other way than as the command's process (the
+    pytest kit runs a DevicePlugin object in the caller's event loop). Raises CommandError when the command
+    cannot be executed.
     """
     # Short and under /tmp: unix socket paths are limited to 107 bytes.
     root = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="kdc-", dir="/tmp"))
     try:
         plugin_dir = root / "dp"
         await asyncio.to_thread(os.mkdir, plugin_dir, 0o750)
-        return await _Run(options, plugin_dir, root / "plugin.log").execute()
+        return await _Run(options, plugin_dir, root / "plugin.log", launch).execute()
     finally:
         await asyncio.to_thread(shutil.rmtree, root, True)
 
 
 class _Run:
-    def __init__(self, options: ConformanceOptions, plugin_dir: Path, log_path: Path) -> None:
+    def __init__(
+        self, options: ConformanceOptions, plugin_dir: Path, log_path: Path, launch: PluginLauncher | None
+    ) -> None:
         self.options = options
         self.timeout_s = options.timeout_s
         self.kubelet = FakeKubelet(plugin_dir, min(DIAL_TIMEOUT_S, options.timeout_s))
-        self.process = PluginProcess(options.command, plugin_dir, log_path)
+        self.process: PluginRun = (
+            launch(plugin_dir, log_path)
+            if launch is not None
+            else PluginProcess(options.command, plugin_dir, log_path)
+        )
         self.loop = asyncio.get_running_loop()
 
     async def execute(self) -> Report:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from kubedevice.api.constants import HEALTHY, UNHEALTHY
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
-from kubedevice.plugin.model import Allocation, Device, PluginOptions
+from kubedevice.plugin.model import Allocation, Device, DeviceSpec, Mount, PluginOptions
 
 
 def device_to_wire(device: Device) -> dp.Device:
@@ -46,4 +46,15 @@ def allocation_to_wire(allocation: Allocation) -> dp.ContainerAllocateResponse:
         ],
         annotations=dict(allocation.annotations),
         cdi_devices=[dp.CDIDevice(name=name) for name in allocation.cdi_devices],
+    )
+
+
+def allocation_from_wire(message: dp.ContainerAllocateResponse) -> Allocation:
+    """The inverse of allocation_to_wire; raises ValueError naming the field a plugin got wrong."""
+    return Allocation(
+        envs=dict(message.envs),
+        mounts=tuple(Mount(m.container_path, m.host_path, m.read_only) for m in message.mounts),
+        devices=tuple(DeviceSpec(d.container_path, d.host_path, d.permissions) for d in message.devices),
+        annotations=dict(message.annotations),
+        cdi_devices=tuple(c.name for c in message.cdi_devices),
     )
