@@ -62,20 +62,22 @@ def script(name: str) -> list[str]:
     return [sys.executable, str(PLUGINS / f"{name}.py"), "{plugin_dir}"]
 
 
-def cases(device_glob: str) -> dict[str, list[str]]:
+def cases(device_glob: str, cdi_dir: str) -> dict[str, list[str]]:
     fake = [KUBEDEVICE, "plugin", "fake", "--resource", "example.com/fake", "--devices", "4"]
     plugin_dir = ["--plugin-dir", "{plugin_dir}"]
     runs = {
         "sdk-fake": [*FLAGS, "--", *fake, *plugin_dir],
+        # The checker looks for the CDI names where the plugin writes its spec.
         "sdk-fake-all-options": [
             *FLAGS,
+            *["--cdi-spec-dir", "/etc/cdi", "--cdi-spec-dir", cdi_dir],
             "--",
             *fake,
             "--numa-nodes",
             "2",
             "--preferred",
             "--prestart",
-            "--cdi",
+            *["--cdi", "--cdi-spec-dir", cdi_dir],
             *plugin_dir,
         ],
         "sdk-fake-shared": [
@@ -104,7 +106,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Mapping[str, Run]:
     devices = tmp_path_factory.mktemp("devices")
     for index in range(2):
         (devices / f"serial{index}").touch()
-    all_cases = cases(str(devices / "serial*"))
+    all_cases = cases(str(devices / "serial*"), str(tmp_path_factory.mktemp("cdi")))
     with ThreadPoolExecutor(max_workers=PARALLEL_RUNS) as pool:
         results = dict(
             zip(all_cases, pool.map(lambda args: conformance(*args), all_cases.values()), strict=True)
@@ -145,6 +147,7 @@ def test_every_option_of_the_sdk_fake_plugin_passes(runs: Mapping[str, Run]) -> 
     assert "GetPreferredAllocation advertised and answers" in run.rows["options"][1]
     assert "(the kubelet allows 30 s)" in run.rows["pre-start"][1]
     assert "4 CDI device(s)" in run.rows["allocate"][1]
+    assert "4 CDI device(s) defined by specs in /etc/cdi, " in run.rows["allocate"][1]
 
 
 NOT_REGISTERED = "not run: the registration was refused"
@@ -244,10 +247,23 @@ def test_sdk_fake_plugin_reports_aligned_numa_nodes(runs: Mapping[str, Run]) -> 
             {
                 "allocate": (
                     "FAIL",
-                    'CDI device "dev-0" is not fully qualified (expected vendor.com/class=name)',
+                    "CDI device 'dev-0' is not fully qualified — write it as vendor/class=name",
                 )
             },
             False,
+        ),
+        (
+            "undefined_cdi_device",
+            {
+                "allocate": (
+                    "WARN",
+                    "CDI device(s) [example.com/conformance=dev-0, example.com/conformance=dev-1, "
+                    "example.com/conformance=dev-2, example.com/conformance=dev-3] named in Allocate "
+                    "answers are defined by no spec in /etc/cdi, /var/run/cdi: the runtime fails the "
+                    "container — write a spec defining them",
+                )
+            },
+            True,
         ),
         (
             "preferred_ignores_must_include",

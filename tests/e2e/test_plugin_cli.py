@@ -30,6 +30,7 @@ async def test_fake_with_numa_cdi_preferred_and_prestart(plugin_dir: str) -> Non
             "--devices", "4",
             "--numa-nodes", "2",
             "--cdi", "--preferred", "--prestart",
+            "--cdi-spec-dir", os.path.join(plugin_dir, "cdi"),
             "--plugin-dir", plugin_dir,
         ) as plugin,
     ):  # fmt: skip

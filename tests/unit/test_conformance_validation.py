@@ -42,12 +42,12 @@ def test_fully_qualified_cdi_names_pass(name: str) -> None:
         ("vendor.com=gpu0", "not fully qualified"),
         ("/gpu=0", "not fully qualified"),
         ("vendor.com/gpu=", "not fully qualified"),
-        ("1vendor.com/gpu=0", 'invalid vendor "1vendor.com"'),
-        ("vendor.com-/gpu=0", 'invalid vendor "vendor.com-"'),
-        ("vendor.com/gpu/x=0", 'invalid class "gpu/x"'),
-        ("vendor.com/_gpu=0", 'invalid class "_gpu"'),
-        ("vendor.com/gpu=-0", 'invalid device name "-0"'),
-        ("vendor.com/gpu=a b", 'invalid device name "a b"'),
+        ("1vendor.com/gpu=0", "CDI vendor '1vendor.com' in kind"),
+        ("vendor.com-/gpu=0", "CDI vendor 'vendor.com-' in kind"),
+        ("vendor.com/gpu/x=0", "CDI class 'gpu/x' in kind"),
+        ("vendor.com/_gpu=0", "CDI class '_gpu' in kind"),
+        ("vendor.com/gpu=-0", "CDI device name '-0' is invalid"),
+        ("vendor.com/gpu=a b", "CDI device name 'a b' is invalid"),
     ],
 )
 def test_bad_cdi_names_say_what_is_wrong(name: str, why: str) -> None:
@@ -113,7 +113,7 @@ def test_container_response_problems_name_the_field() -> None:
     assert "'gpu1' -> '/dev/gpu1': host_path must be absolute" in text
     assert "permissions 'rwx'" in text and "permissions ''" in text
     assert "mount '/opt/lib' -> 'lib': container_path must be absolute" in text
-    assert 'CDI device "gpu0" is not fully qualified' in text
+    assert "CDI device 'gpu0' is not fully qualified" in text
     assert "'A=B' cannot be set" in text
     assert problems.warnings == ["env name 'MY-VAR' is not a portable name ([A-Za-z_][A-Za-z0-9_]*)"]
 

@@ -16,6 +16,7 @@ from typer.core import TyperCommand
 from kubedevice.conformance.junit import to_junit_xml, write_junit_xml
 from kubedevice.conformance.runner import CommandError, ConformanceOptions, command_problem, run_conformance
 from kubedevice.console import fail, make_console
+from kubedevice.plugin.cdi import DEFAULT_SPEC_DIRS
 
 HELP = """Check a device plugin the way a kubelet would meet it, in seconds and without a cluster.
 
@@ -65,6 +66,13 @@ def conformance(
         metavar="N",
         help="The node has NUMA nodes 0..N-1 for the topology check [default: read from sysfs].",
     ),
+    cdi_spec_dir: list[Path] | None = typer.Option(
+        None,
+        "--cdi-spec-dir",
+        metavar="DIR",
+        help="A folder of CDI specs defining the CDI devices Allocate names; repeat for several "
+        "[default: /etc/cdi and /var/run/cdi, as the runtimes].",
+    ),
     command: list[str] | None = typer.Argument(None, metavar="-- COMMAND [ARGS...]", show_default=False),
 ) -> None:
     """Check a device plugin the way a kubelet would meet it."""
@@ -77,6 +85,10 @@ def conformance(
         _usage_error(f"--absence must be 0 or more seconds, got {absence:g}")
     if numa_nodes is not None and numa_nodes < 1:
         _usage_error(f"--numa-nodes must be 1 or more, got {numa_nodes}")
+    spec_dirs = tuple(cdi_spec_dir) if cdi_spec_dir else DEFAULT_SPEC_DIRS
+    for folder in spec_dirs:
+        if folder.exists() and not folder.is_dir():
+            _usage_error(f"--cdi-spec-dir {folder} is a file — give the folder that holds the CDI specs")
     problem = command_problem(argv)
     if problem is not None:
         _usage_error(problem)
@@ -86,6 +98,7 @@ def conformance(
         restarts=restarts,
         absence_s=absence,
         numa_nodes=tuple(range(numa_nodes)) if numa_nodes is not None else None,
+        cdi_spec_dirs=spec_dirs,
     )
     if junit_xml is not None and not junit_xml.absolute().parent.is_dir():
         _usage_error(f"--junit-xml {junit_xml}: its folder does not exist")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 
 import grpc
 import grpc.aio
@@ -24,15 +25,25 @@ from kubedevice.conformance.checks import (
 )
 from kubedevice.conformance.report import CheckResult, Findings, skipped
 from kubedevice.conformance.validation import (
+    cdi_name_problem,
     container_response_problems,
     preferred_allocation_problems,
+    short_list,
 )
+from kubedevice.plugin.cdi import DEFAULT_SPEC_DIRS, defined_devices
 
 
 async def allocate_check(
-    stub: dp_grpc.DevicePluginAsyncStub, healthy: Sequence[str], timeout_s: float
+    stub: dp_grpc.DevicePluginAsyncStub,
+    healthy: Sequence[str],
+    timeout_s: float,
+    cdi_spec_dirs: Sequence[Path] = DEFAULT_SPEC_DIRS,
 ) -> CheckResult:
-    """Check 4: Allocate one device and every healthy device, then an ID the plugin never listed."""
+    """Check 4: Allocate one device and every healthy device, then an ID the plugin never listed.
+
+    Every valid CDI name in the answers must be defined by a spec in `cdi_spec_dirs`, or the runtime
+    fails the container.
+    """
     findings = Findings(ALLOCATE)
     if not healthy:
         return skipped(ALLOCATE, f'not run: no device is "{HEALTHY}", and the kubelet allocates only those')
@@ -40,6 +51,7 @@ async def allocate_check(
     if len(healthy) > 1:
         cases.append(list(healthy))
     answered: list[str] = []
+    cdi_names: set[str] = set()
     # The same mistake usually shows in every case: say it once, with the cases it showed in.
     failures: dict[str, list[int]] = {}
     warnings: dict[str, list[int]] = {}
@@ -63,6 +75,7 @@ async def allocate_check(
             )
             failures.setdefault(message, []).append(len(ids))
         for container in response.container_responses:
+            cdi_names.update(c.name for c in container.cdi_devices if cdi_name_problem(c.name) is None)
             problems = container_response_problems(container)
             for failure in problems.failures:
                 failures.setdefault(failure, []).append(len(ids))
@@ -76,6 +89,8 @@ async def allocate_check(
         findings.warn(f"{message} ({_cases(sizes)})")
     if answered:
         findings.note("; ".join(answered))
+    if cdi_names:
+        await _check_cdi_definitions(findings, cdi_names, cdi_spec_dirs)
     unknown = dp.AllocateRequest(
         container_requests=[dp.ContainerAllocateRequest(devices_ids=[UNKNOWN_DEVICE_ID])]
     )
@@ -86,6 +101,20 @@ async def allocate_check(
     else:
         findings.warn(f'accepted the unknown device ID "{UNKNOWN_DEVICE_ID}": refuse IDs you did not list')
     return findings.result()
+
+
+async def _check_cdi_definitions(findings: Findings, names: set[str], spec_dirs: Sequence[Path]) -> None:
+    folders = ", ".join(str(folder) for folder in spec_dirs)
+    defined = await asyncio.to_thread(defined_devices, tuple(spec_dirs))
+    undefined = sorted(names - defined)
+    if undefined:
+        findings.warn(
+            f"CDI device(s) {short_list(undefined)} named in Allocate answers are defined by no spec in "
+            f"{folders}: the runtime fails the container — write a spec defining them "
+            "(or point --cdi-spec-dir at it)"
+        )
+    else:
+        findings.note(f"{len(names)} CDI device(s) defined by specs in {folders}")
 
 
 def _cases(sizes: list[int]) -> str:

@@ -45,6 +45,7 @@ from kubedevice.conformance.plugin_call_checks import (
 from kubedevice.conformance.process import PluginLauncher, PluginProcess, PluginRun
 from kubedevice.conformance.report import CheckResult, Findings, Report, Result, not_run, skipped
 from kubedevice.conformance.topology_check import topology_check
+from kubedevice.plugin.cdi import DEFAULT_SPEC_DIRS
 from kubedevice.topology import read_topology
 
 _STOPPING = "stopping"
@@ -67,6 +68,8 @@ class ConformanceOptions:
     stop_grace_s: float = 5.0
     #: The node's NUMA node IDs for the topology check; None reads them from sysfs.
     numa_nodes: tuple[int, ...] | None = None
+    #: Where the CDI names of Allocate answers must be defined (the runtimes' folders by default).
+    cdi_spec_dirs: tuple[Path, ...] = DEFAULT_SPEC_DIRS
 
 
 async def run_conformance(options: ConformanceOptions, launch: PluginLauncher | None = None) -> Report:
@@ -148,7 +151,7 @@ class _Run:
         feed.start()
         list_findings = await list_and_watch_check(feed, self.timeout_s)
         healthy = healthy_ids(feed.first)
-        rows[ALLOCATE] = await allocate_check(stub, healthy, self.timeout_s)
+        rows[ALLOCATE] = await allocate_check(stub, healthy, self.timeout_s, self.options.cdi_spec_dirs)
         rows[PREFERRED_ALLOCATION], preferred = await preferred_allocation_check(
             stub, attempt.options, healthy, self.timeout_s
         )

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from kubedevice.api.constants import HEALTHY, UNHEALTHY
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
+from kubedevice.plugin.cdi import CDIError, parse_qualified_name
 
 #: The comment in api.proto caps device IDs at 63 characters; the kubelet does not enforce it, tools may.
 MAX_DEVICE_ID_LENGTH = 63
@@ -21,10 +22,6 @@ MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 DEVICE_PERMISSIONS = frozenset("rwm")
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# The CDI parser's rules: vendor and class start with a letter and end with a letter or digit; a device name
-# starts and ends with a letter or digit and may also hold ':' inside.
-_CDI_VENDOR_OR_CLASS = re.compile(r"[A-Za-z](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?")
-_CDI_DEVICE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.:-]*[A-Za-z0-9])?")
 
 
 @dataclass
@@ -40,17 +37,14 @@ class Problems:
 
 
 def cdi_name_problem(name: str) -> str | None:
-    """Why `name` is not a fully qualified CDI device name (`vendor.com/class=name`), or None."""
-    qualifier, equals, device = name.partition("=")
-    vendor, slash, device_class = qualifier.partition("/")
-    if not equals or not slash or not vendor or not device_class or not device:
-        return f'CDI device "{name}" is not fully qualified (expected vendor.com/class=name)'
-    if not _CDI_VENDOR_OR_CLASS.fullmatch(vendor):
-        return f'CDI device "{name}" has an invalid vendor "{vendor}"'
-    if not _CDI_VENDOR_OR_CLASS.fullmatch(device_class):
-        return f'CDI device "{name}" has an invalid class "{device_class}"'
-    if not _CDI_DEVICE.fullmatch(device):
-        return f'CDI device "{name}" has an invalid device name "{device}"'
+    """Why `name` is not a fully qualified CDI device name (`vendor.com/class=name`), or None.
+
+    The runtime refuses such a name, so the container cannot be created.
+    """
+    try:
+        parse_qualified_name(name)
+    except CDIError as exc:
+        return str(exc) if name in str(exc) else f"CDI device {name!r}: {exc}"
     return None
 
 
@@ -75,7 +69,7 @@ def device_list_problems(devices: Sequence[dp.Device]) -> Problems:
     duplicates = sorted(device_id for device_id, count in counts.items() if count > 1 and device_id)
     if duplicates:
         problems.failures.append(
-            f"duplicate device IDs {_short(duplicates)}: "
+            f"duplicate device IDs {short_list(duplicates)}: "
             "the kubelet keeps one and may count it twice in capacity"
         )
     odd_health = sorted({device.health for device in devices if device.health not in (HEALTHY, UNHEALTHY)})
@@ -117,8 +111,8 @@ def container_response_problems(response: dp.ContainerAllocateResponse) -> Probl
         if problem is not None:
             fatal, env_why = problem
             (problems.failures if fatal else problems.warnings).append(env_why)
-    for cdi in response.cdi_devices:
-        cdi_why = cdi_name_problem(cdi.name)
+    for cdi_device in response.cdi_devices:
+        cdi_why = cdi_name_problem(cdi_device.name)
         if cdi_why is not None:
             problems.failures.append(cdi_why)
     return problems
@@ -133,19 +127,19 @@ def preferred_allocation_problems(
     picked = list(answer)
     duplicates = sorted(device_id for device_id, count in Counter(picked).items() if count > 1)
     if duplicates:
-        problems.append(f"answer repeats {_short(duplicates)}")
+        problems.append(f"answer repeats {short_list(duplicates)}")
     foreign = sorted(set(picked) - available)
     if foreign:
-        problems.append(f"answer holds {_short(foreign)}, which were not available")
+        problems.append(f"answer holds {short_list(foreign)}, which were not available")
     missing = sorted(set(request.must_include_deviceIDs) - set(picked))
     if missing:
-        problems.append(f"answer leaves out must_include {_short(missing)}")
+        problems.append(f"answer leaves out must_include {short_list(missing)}")
     if len(picked) != request.allocation_size:
         problems.append(f"answer has {len(picked)} device(s), {request.allocation_size} were requested")
     return problems
 
 
-def _short(values: Sequence[str], limit: int = 5) -> str:
+def short_list(values: Sequence[str], limit: int = 5) -> str:
     shown = ", ".join(values[:limit])
     more = f" and {len(values) - limit} more" if len(values) > limit else ""
     return f"[{shown}{more}]"

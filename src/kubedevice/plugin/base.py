@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import ClassVar
 
+from kubedevice.plugin.cdi.files import DEFAULT_SPEC_DIR
+from kubedevice.plugin.cdi.spec import CDISpec
 from kubedevice.plugin.model import Allocation, Device, PluginOptions
 
 
@@ -31,6 +34,8 @@ class DevicePlugin:
     resource_name: str = ""
     #: Seconds between two calls of `devices()` when the plugin uses the polled source.
     poll_interval: float = 5.0
+    #: Where the server keeps the spec `cdi_spec()` returns (runtimes read /etc/cdi and /var/run/cdi).
+    cdi_spec_dir: str | Path = DEFAULT_SPEC_DIR
 
     #: Hooks whose override turns on the matching DevicePluginOptions flag.
     _OPTIONAL_HOOKS: ClassVar[dict[str, str]] = {
@@ -73,6 +78,14 @@ class DevicePlugin:
     async def pre_start_container(self, devices: Sequence[Device]) -> None:
         """Optional: prepare `devices` (reset, warm up...) right before the container using them starts."""
         raise NotImplementedError
+
+    def cdi_spec(self, devices: Sequence[Device]) -> CDISpec | None:
+        """Optional: the CDI spec defining `devices` (every device, healthy or not), or None for no spec.
+
+        The server writes it into `cdi_spec_dir` before registering, again whenever the device list changes
+        the spec, and removes it on stop. `allocate` names the devices with `spec.qualified_name(...)`.
+        """
+        return None
 
     def options(self) -> PluginOptions:
         """The DevicePluginOptions to advertise; by default derived from the overridden hooks."""

@@ -23,6 +23,7 @@ from kubedevice.console import fail, parse_log_level
 from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.builtin.fake import FakeConfig, FakePlugin, NumaLayout
 from kubedevice.plugin.builtin.paths import PathsPlugin
+from kubedevice.plugin.cdi import DEFAULT_SPEC_DIR
 from kubedevice.plugin.entry import print_event
 from kubedevice.plugin.errors import ConfigError
 from kubedevice.plugin.server import DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, PluginServer
@@ -91,7 +92,12 @@ def fake(
     unhealthy: str = typer.Option("", "--unhealthy", help="Comma-separated IDs reported unhealthy."),
     preferred: bool = typer.Option(False, "--preferred", help="Offer GetPreferredAllocation (NUMA-packed)."),
     prestart: bool = typer.Option(False, "--prestart", help="Require PreStartContainer."),
-    cdi: bool = typer.Option(False, "--cdi", help="Return CDI device names <resource>=<id>."),
+    cdi: bool = typer.Option(
+        False, "--cdi", help="Write a CDI spec (kind: the resource); Allocate answers its device names."
+    ),
+    cdi_spec_dir: Path = typer.Option(
+        DEFAULT_SPEC_DIR, "--cdi-spec-dir", help="Where --cdi writes the spec; removed again on stop."
+    ),
     health_file: Path | None = typer.Option(
         None, "--health-file", help="JSON list of unhealthy IDs, re-read when it changes."
     ),
@@ -132,6 +138,7 @@ def fake(
                 preferred=preferred,
                 prestart=prestart,
                 cdi=cdi,
+                cdi_spec_dir=str(cdi_spec_dir),
                 health_file=str(health_file) if health_file is not None else None,
                 poll_interval=poll_interval,
             )

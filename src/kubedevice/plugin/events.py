@@ -32,6 +32,10 @@ class EventKind(enum.StrEnum):
     """PreStartContainer answered."""
     WATCHER_STATUS = "watcher-status"
     """The kubelet's plugin watcher sent NotifyRegistrationStatus."""
+    CDI_SPEC_WRITTEN = "cdi-spec-written"
+    """The plugin's CDI spec file was written (at start, before registering, and when its devices change)."""
+    CDI_SPEC_REMOVED = "cdi-spec-removed"
+    """The plugin's CDI spec file was removed as the server stopped."""
     STOPPED = "stopped"
     """The server stopped and removed its socket."""
 

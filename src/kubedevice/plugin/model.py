@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from kubedevice.plugin.cdi.spec import parse_qualified_name
+
 _PERMISSION_LETTERS = frozenset("rwm")
 
 
@@ -83,8 +85,9 @@ class Allocation:
             if not isinstance(key, str) or not key or not isinstance(value, str):
                 raise ValueError(f"env and annotation entries must be non-empty str keys to str, got {key!r}")
         for name in self.cdi_devices:
-            if not isinstance(name, str) or "=" not in name or "/" not in name.split("=", 1)[0]:
-                raise ValueError(f"CDI device name must look like vendor.com/class=name, got {name!r}")
+            if not isinstance(name, str):
+                raise ValueError(f"CDI device names must be str (vendor.com/class=name), got {name!r}")
+            parse_qualified_name(name)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import os
 import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 
@@ -30,6 +31,7 @@ from kubedevice.api.constants import (
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from kubedevice.plugin.base import DevicePlugin
+from kubedevice.plugin.cdi.owner import SpecFile
 from kubedevice.plugin.endpoints import PluginEndpoints
 from kubedevice.plugin.errors import ConfigError
 from kubedevice.plugin.events import EventBus, EventHandler, EventKind
@@ -112,6 +114,7 @@ class PluginServer:
         if on_event is not None:
             self.events.subscribe(on_event)
         self.metrics = metrics if metrics is not None else PluginMetrics(self.resource)
+        self.cdi = SpecFile(plugin.cdi_spec, Path(plugin.cdi_spec_dir).absolute(), self.events)
         self.inventory = Inventory(on_change=self._devices_changed)
         self.watcher = KubeletWatcher(
             self.plugin_dir, lambda: self.socket_path, use_inotify=use_inotify, poll_interval=poll_interval
@@ -152,6 +155,7 @@ class PluginServer:
         loop = asyncio.get_running_loop()
         retry = getattr(self.plugin, "poll_interval", 5.0)
         self._tasks.append(loop.create_task(self.inventory.follow(self.plugin, retry), name="device-source"))
+        self._tasks.append(loop.create_task(self.cdi.run(), name="cdi-spec"))
         if self._plugin_dir_exists():
             self.watcher.start()  # at once, so it sees every change from now on
         self._tasks.append(loop.create_task(self._lifecycle(), name="plugin-lifecycle"))
@@ -197,6 +201,7 @@ class PluginServer:
             await _cancel_and_wait(task)
         await self.watcher.stop()
         await self.endpoints.close_all()
+        await self.cdi.close()
         await self.metrics.close()
         self.events.emit(EventKind.STOPPED)
 
@@ -243,6 +248,7 @@ class PluginServer:
 
     async def _kubelet_lifecycle(self) -> None:
         await self.inventory.ready.wait()
+        await self.cdi.settled()  # the spec defines the devices before the kubelet can ask for them
         registered_with: SocketIdentity | None = None
         restart_noticed = False
         while True:
@@ -336,6 +342,7 @@ class PluginServer:
         # The kubelet's plugin watcher finds the socket itself and rescans on its own restart;
         # all we must do is keep a live socket in the registry directory.
         await self.inventory.ready.wait()
+        await self.cdi.settled()
         await self.endpoints.serve_new()
         while True:
             self.watcher.changed.clear()
@@ -348,6 +355,7 @@ class PluginServer:
             await asyncio.sleep(self._debounce)
 
     def _devices_changed(self, devices: tuple[Device, ...]) -> None:
+        self.cdi.devices_changed(devices)
         self.metrics.observe_devices(devices)
         healthy = sum(1 for d in devices if d.healthy)
         self.events.emit(EventKind.DEVICES, healthy=str(healthy), unhealthy=str(len(devices) - healthy))

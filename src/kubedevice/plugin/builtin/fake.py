@@ -14,9 +14,19 @@ import os
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from kubedevice.plugin.base import DevicePlugin
+from kubedevice.plugin.cdi import (
+    DEFAULT_SPEC_DIR,
+    CDIDevice,
+    CDIError,
+    CDISpec,
+    ContainerEdits,
+    check_spec_dir,
+    validate_kind,
+)
 from kubedevice.plugin.errors import ConfigError
 from kubedevice.plugin.model import Allocation, Device, PluginOptions
 from kubedevice.plugin.naming import check_resource_name
@@ -36,6 +46,7 @@ class FakeConfig:
     preferred: bool = False
     prestart: bool = False
     cdi: bool = False
+    cdi_spec_dir: str = str(DEFAULT_SPEC_DIR)
     health_file: str | None = None
     poll_interval: float = 1.0
 
@@ -49,6 +60,15 @@ class FakeConfig:
             raise ConfigError(f"NUMA layout must be round-robin or block, got {self.numa_layout!r}")
         if self.poll_interval <= 0:
             raise ConfigError(f"poll interval must be > 0, got {self.poll_interval}")
+        if self.cdi:
+            try:
+                validate_kind(self.resource)
+            except CDIError as exc:
+                raise ConfigError(f"--cdi: the resource name is the CDI kind, and {exc}") from None
+            try:
+                check_spec_dir(Path(self.cdi_spec_dir))
+            except CDIError as exc:
+                raise ConfigError(str(exc)) from None
         unknown = sorted(self.unhealthy - set(self.device_ids()))
         if unknown:
             raise ConfigError(f"unknown device IDs in unhealthy list: {', '.join(unknown)}")
@@ -69,6 +89,7 @@ class FakePlugin(DevicePlugin):
         self.config = config
         self.resource_name = config.resource
         self.poll_interval = config.poll_interval
+        self.cdi_spec_dir = config.cdi_spec_dir
         self._file_unhealthy: frozenset[str] = frozenset()
         self._file_stamp: tuple[int, int, int] | None = None
         self._warned_missing = False
@@ -87,9 +108,19 @@ class FakePlugin(DevicePlugin):
             for i, device_id in enumerate(self.config.device_ids())
         ]
 
+    def cdi_spec(self, devices: Sequence[Device]) -> CDISpec | None:
+        if not self.config.cdi or not devices:
+            return None
+        # Each device sets its own variable, so a container given several sees every one of them.
+        return CDISpec(
+            kind=self.config.resource,
+            devices=tuple(CDIDevice(d.id, ContainerEdits(env=(_cdi_env(d.id),))) for d in devices),
+        )
+
     async def allocate(self, devices: Sequence[Device]) -> Allocation:
         ids = sorted(d.id for d in devices)
-        cdi = [f"{self.config.resource}={device_id}" for device_id in ids] if self.config.cdi else []
+        spec = self.cdi_spec(devices)
+        cdi = spec.qualified_names(ids) if spec is not None else []
         return Allocation(envs={"FAKE_DEVICES": ",".join(ids)}, cdi_devices=cdi)
 
     async def preferred_allocation(
@@ -124,6 +155,11 @@ class FakePlugin(DevicePlugin):
         except ValueError as exc:
             log.error("health file %s: %s; keeping the previous health", path, exc)
         return self._file_unhealthy
+
+
+def _cdi_env(device_id: str) -> str:
+    suffix = "".join(c if c.isalnum() else "_" for c in device_id).upper()
+    return f"FAKE_CDI_{suffix}={device_id}"
 
 
 def parse_health_file(text: str, known: set[str]) -> frozenset[str]:

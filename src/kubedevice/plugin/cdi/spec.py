@@ -1,0 +1,271 @@
+"""A CDI spec's content and the CDI rules it must follow, checked when it is built.
+
+The rules are those every CDI consumer (containerd, CRI-O, podman) applies when it loads a spec: ``kind``
+is ``vendor/class``, vendor and class start with a letter, hold letters, digits, ``_ - .`` and end with a
+letter or digit; a device name starts and ends with a letter or digit and may also hold ``:`` inside;
+every device edits the container somehow; ``cdiVersion`` is a released version no older than the
+features the spec uses. A spec that breaks one is refused with one line naming what and where, because a
+consumer would otherwise skip the whole file and every container asking for one of its devices fails.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+#: The released spec versions a consumer accepts; 0.3.0 is the oldest the CDI libraries still read.
+CDI_VERSIONS = ("0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0")
+
+VENDOR_NAME = re.compile(r"[A-Za-z](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?")
+CLASS_NAME = VENDOR_NAME
+DEVICE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.:-]*[A-Za-z0-9])?")
+HOOK_NAMES = ("prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop")
+_NAME_RULE = "start with a letter, use letters, digits, '_', '-', '.', end with a letter or digit"
+
+
+class CDIError(ValueError):
+    """A spec or a name that breaks the CDI rules; the message is one line naming what and where."""
+
+
+@dataclass(frozen=True)
+class DeviceNode:
+    """A device node the container gets: ``path`` inside it, ``host_path`` on the host when they differ."""
+
+    path: str
+    host_path: str = ""
+    permissions: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"path": self.path}
+        if self.host_path:
+            out["hostPath"] = self.host_path
+        if self.permissions:
+            out["permissions"] = self.permissions
+        return out
+
+
+@dataclass(frozen=True)
+class Mount:
+    host_path: str
+    container_path: str
+    options: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"hostPath": self.host_path, "containerPath": self.container_path}
+        if self.options:
+            out["options"] = list(self.options)
+        return out
+
+
+@dataclass(frozen=True)
+class Hook:
+    """An OCI hook the runtime runs at ``hook_name`` (one of HOOK_NAMES)."""
+
+    hook_name: str
+    path: str
+    args: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"hookName": self.hook_name, "path": self.path}
+        if self.args:
+            out["args"] = list(self.args)
+        if self.env:
+            out["env"] = list(self.env)
+        return out
+
+
+@dataclass(frozen=True)
+class ContainerEdits:
+    device_nodes: tuple[DeviceNode, ...] = ()
+    env: tuple[str, ...] = ()
+    mounts: tuple[Mount, ...] = ()
+    hooks: tuple[Hook, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.device_nodes or self.env or self.mounts or self.hooks)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.env:
+            out["env"] = list(self.env)
+        if self.device_nodes:
+            out["deviceNodes"] = [node.to_json() for node in self.device_nodes]
+        if self.hooks:
+            out["hooks"] = [hook.to_json() for hook in self.hooks]
+        if self.mounts:
+            out["mounts"] = [mount.to_json() for mount in self.mounts]
+        return out
+
+
+@dataclass(frozen=True)
+class CDIDevice:
+    """One device of a spec: its name (the part after ``=``) and what a container using it gets."""
+
+    name: str
+    edits: ContainerEdits = field(default_factory=ContainerEdits)
+
+
+@dataclass(frozen=True)
+class CDISpec:
+    """One spec file's content: ``kind`` (vendor/class), its devices and the edits common to all of them.
+
+    ``cdi_version`` left empty becomes the oldest version that holds what the spec uses, so the file is
+    readable by the oldest runtime that can use it.
+    """
+
+    kind: str
+    devices: tuple[CDIDevice, ...]
+    edits: ContainerEdits = field(default_factory=ContainerEdits)
+    cdi_version: str = ""
+
+    def __post_init__(self) -> None:
+        needed = _validate(self)
+        if not self.cdi_version:
+            object.__setattr__(self, "cdi_version", needed)
+        elif self.cdi_version not in CDI_VERSIONS:
+            raise CDIError(
+                f"cdiVersion {self.cdi_version!r} of kind {self.kind!r} is not a CDI version — use one of "
+                f"{', '.join(CDI_VERSIONS)}, or leave it empty"
+            )
+        elif _version_key(self.cdi_version) < _version_key(needed):
+            raise CDIError(
+                f"cdiVersion {self.cdi_version} of kind {self.kind!r} is too old for what the spec uses — "
+                f"use {needed} or newer, or leave it empty"
+            )
+
+    def qualified_name(self, device: str) -> str:
+        """``vendor/class=device`` for a device this spec defines: the name an Allocate answer carries."""
+        if device not in {d.name for d in self.devices}:
+            raise CDIError(
+                f"CDI device {device!r} is not defined by the spec of kind {self.kind!r} — "
+                "add it to the spec's devices"
+            )
+        return f"{self.kind}={device}"
+
+    def qualified_names(self, devices: Iterable[str] | None = None) -> list[str]:
+        """The qualified names of ``devices`` (device names of this spec), or of every device it defines."""
+        if devices is None:
+            return [f"{self.kind}={d.name}" for d in self.devices]
+        return [self.qualified_name(device) for device in devices]
+
+    def file_name(self) -> str:
+        """``vendor-class.json``, the naming the CDI tooling uses for a generated spec."""
+        return self.kind.replace("/", "-") + ".json"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "cdiVersion": self.cdi_version,
+            "kind": self.kind,
+            # containerEdits is required on a device, not on the spec.
+            "devices": [{"name": d.name, "containerEdits": d.edits.to_json()} for d in self.devices],
+        }
+        if self.edits:
+            out["containerEdits"] = self.edits.to_json()
+        return out
+
+
+def validate_kind(kind: str) -> tuple[str, str]:
+    """``vendor/class`` → (vendor, class), checked."""
+    vendor, slash, device_class = kind.partition("/")
+    if not slash or not vendor or not device_class:
+        raise CDIError(f"CDI kind {kind!r} is not vendor/class — write it as e.g. 'example.com/gpu'")
+    if not VENDOR_NAME.fullmatch(vendor):
+        raise CDIError(f"CDI vendor {vendor!r} in kind {kind!r} is invalid — {_NAME_RULE}")
+    if not CLASS_NAME.fullmatch(device_class):
+        raise CDIError(f"CDI class {device_class!r} in kind {kind!r} is invalid — {_NAME_RULE}")
+    return vendor, device_class
+
+
+def validate_device_name(name: str) -> None:
+    if not DEVICE_NAME.fullmatch(name):
+        raise CDIError(
+            f"CDI device name {name!r} is invalid — use letters, digits, '_', '-', '.', ':', "
+            "starting and ending with a letter or digit"
+        )
+
+
+def parse_qualified_name(name: str) -> tuple[str, str]:
+    """``vendor/class=device`` → (kind, device), checked."""
+    kind, equals, device = name.partition("=")
+    vendor, slash, device_class = kind.partition("/")
+    if not equals or not device or not slash or not vendor or not device_class:
+        raise CDIError(f"CDI device {name!r} is not fully qualified — write it as vendor/class=name")
+    validate_kind(kind)
+    validate_device_name(device)
+    return kind, device
+
+
+def _validate(spec: CDISpec) -> str:
+    """Check every rule; return the oldest cdiVersion that holds what the spec uses."""
+    needed = "0.3.0"
+    _, device_class = validate_kind(spec.kind)
+    if not spec.devices:
+        raise CDIError(f"CDI spec of kind {spec.kind!r} defines no device — add at least one")
+    seen: set[str] = set()
+    for device in spec.devices:
+        validate_device_name(device.name)
+        if device.name in seen:
+            raise CDIError(
+                f"CDI device {device.name!r} is defined twice in the spec of kind {spec.kind!r} — "
+                "give each device its own name"
+            )
+        seen.add(device.name)
+        if not device.edits:
+            raise CDIError(
+                f"CDI device {device.name!r} of kind {spec.kind!r} edits nothing — give it a device node, "
+                "an env entry, a mount or a hook (runtimes refuse a spec with such a device)"
+            )
+        _validate_edits(device.edits, f"device {device.name!r}")
+        if device.name[0].isdigit():
+            needed = max(needed, "0.5.0")
+    _validate_edits(spec.edits, "the spec's containerEdits")
+    if any(node.host_path for d in spec.devices for node in d.edits.device_nodes) or any(
+        node.host_path for node in spec.edits.device_nodes
+    ):
+        needed = max(needed, "0.5.0")
+    if "." in device_class:
+        needed = "0.6.0"
+    return needed
+
+
+def _validate_edits(edits: ContainerEdits, where: str) -> None:
+    for node in edits.device_nodes:
+        for path in (node.path, node.host_path):
+            if path and not path.startswith("/"):
+                raise CDIError(f"CDI deviceNode path {path!r} of {where} is not absolute — start it with '/'")
+        if not node.path:
+            raise CDIError(f"CDI deviceNode of {where} has no path — give the path inside the container")
+        if not set(node.permissions) <= set("rwm"):
+            raise CDIError(
+                f"CDI deviceNode permissions {node.permissions!r} of {where} are invalid — "
+                "use letters of 'rwm'"
+            )
+    _validate_env(edits.env, where)
+    for mount in edits.mounts:
+        for path in (mount.host_path, mount.container_path):
+            if not path.startswith("/"):
+                raise CDIError(
+                    f"CDI mount path {path!r} of {where} is not absolute — give an absolute hostPath "
+                    "and containerPath"
+                )
+    for hook in edits.hooks:
+        if hook.hook_name not in HOOK_NAMES:
+            raise CDIError(
+                f"CDI hook {hook.hook_name!r} of {where} is unknown — use one of {', '.join(HOOK_NAMES)}"
+            )
+        if not hook.path.startswith("/"):
+            raise CDIError(f"CDI hook path {hook.path!r} of {where} is not absolute — start it with '/'")
+        _validate_env(hook.env, f"hook {hook.hook_name!r} of {where}")
+
+
+def _validate_env(env: tuple[str, ...], where: str) -> None:
+    for variable in env:
+        if not isinstance(variable, str) or variable.find("=") <= 0:
+            raise CDIError(f"CDI env entry {variable!r} of {where} is not NAME=value — write it so")
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
