@@ -75,6 +75,7 @@ def test_spec_round_trips_through_a_file_and_is_removed(tmp_path: Path) -> None:
     assert read_spec(path) == spec
     assert [p.name for p in path.parent.iterdir()] == ["example.com-gpu.json"]  # no temp file left
     assert spec.qualified_name("gpu1") == "example.com/gpu=gpu1"
+    assert parse_qualified_name("example.com/gpu=gpu1") == ("example.com/gpu", "gpu1")
     assert spec.qualified_names(["gpu1", "gpu0"]) == ["example.com/gpu=gpu1", "example.com/gpu=gpu0"]
     assert defined_devices((tmp_path / "cdi", tmp_path / "absent")) == {
         "example.com/gpu=gpu0",
@@ -188,20 +189,29 @@ def test_invalid_specs_and_names_are_refused_in_one_line(build: Callable[[], obj
     assert "\n" not in str(caught.value) and " — " in str(caught.value)
 
 
-def test_a_broken_file_is_named_and_defines_nothing(tmp_path: Path) -> None:
-    (tmp_path / "bad.json").write_text('{"kind": "example.com/gpu"}')
-    with pytest.raises(CDIError, match=r"bad\.json: not a CDI spec \(missing or malformed 'devices'\)"):
-        read_spec(tmp_path / "bad.json")
-    (tmp_path / "bad.json").write_text("{")
-    with pytest.raises(CDIError, match=r"bad\.json: not valid JSON \(Expecting property name"):
-        read_spec(tmp_path / "bad.json")
-    (tmp_path / "bad.yaml").write_text("kind: [")
-    with pytest.raises(CDIError, match=r"bad\.yaml: not valid YAML"):
-        read_spec(tmp_path / "bad.yaml")
-    (tmp_path / "invalid.json").write_text('{"cdiVersion": "0.3.0", "kind": "x", "devices": []}')
-    with pytest.raises(CDIError, match=r"invalid\.json: CDI kind 'x' is not vendor/class"):
-        read_spec(tmp_path / "invalid.json")
-    assert parse_qualified_name("example.com/gpu=gpu0") == ("example.com/gpu", "gpu0")
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        (
+            "bad.json",
+            '{"kind": "example.com/gpu"}',
+            r"bad\.json: not a CDI spec \(missing or malformed 'devices'\)",
+        ),
+        ("bad.json", "{", r"bad\.json: not valid JSON \(Expecting property name"),
+        ("bad.yaml", "kind: [", r"bad\.yaml: not valid YAML"),
+        (
+            "bad.json",
+            '{"cdiVersion": "0.3.0", "kind": "x", "devices": []}',
+            r"bad\.json: CDI kind 'x' is not",
+        ),
+    ],
+)
+def test_a_broken_file_is_named_and_defines_nothing(
+    tmp_path: Path, name: str, text: str, message: str
+) -> None:
+    (tmp_path / name).write_text(text)
+    with pytest.raises(CDIError, match=message):
+        read_spec(tmp_path / name)
     assert defined_devices((tmp_path,)) == set()
 
 
