@@ -48,7 +48,7 @@ def test_device_defaults_and_wire_round_trip() -> None:
         (lambda: DeviceSpec("/c", "/h", "rwx"), "combination of r, w, m"),
         (lambda: DeviceSpec("/c", "/h", ""), "combination of r, w, m"),
         (lambda: Allocation(envs={"": "x"}), "env and annotation"),
-        (lambda: Allocation(cdi_devices=["gpu0"]), "vendor.com/class=name"),
+        (lambda: Allocation(cdi_devices=["gpu0"]), "not fully qualified — write it as vendor/class=name"),
     ],
 )
 def test_bad_plain_data_is_refused_with_a_reason(make: object, message: str) -> None:
