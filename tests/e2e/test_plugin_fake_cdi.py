@@ -107,3 +107,25 @@ def test_the_readme_cdi_command_runs_as_written_without_a_warning(tmp_path: Path
     allocate = next(row for row in result.stdout.splitlines() if row.lstrip("│ ").startswith("allocate"))
     assert "PASS" in allocate and "WARN" not in result.stdout, result.stdout
     assert os.listdir(tmp_path / "kd-cdi") == []  # the plugin removed its spec as it stopped
+
+
+async def test_shared_devices_are_defined_by_their_physical_device(plugin_dir: str) -> None:
+    spec_dir = Path(plugin_dir) / "cdi"
+    async with (
+        FakeKubelet(plugin_dir) as kubelet,
+        PluginProcess(
+            "fake", "--resource", "example.com/fake", "--devices", "2", "--replicas", "3",
+            "--cdi", "--cdi-spec-dir", str(spec_dir), "--plugin-dir", plugin_dir,
+        ) as plugin,
+    ):  # fmt: skip
+        assert fields(await plugin.expect("cdi-spec-written "))["devices"] == "2"
+        registration = await kubelet.wait_registrations(1)
+        response = await registration.stub.Allocate(
+            dp.AllocateRequest(container_requests=[dp.ContainerAllocateRequest(devices_ids=["fake-1::2"])])
+        )
+        names = [c.name for c in response.container_responses[0].cdi_devices]
+        assert names == ["example.com/fake=fake-1"]
+        assert defined_devices((spec_dir,)) == {"example.com/fake=fake-0", "example.com/fake=fake-1"}
+        code, _, stderr = await plugin.terminate()
+        assert code == 0, stderr
+        assert os.listdir(spec_dir) == []

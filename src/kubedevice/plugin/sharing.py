@@ -16,6 +16,7 @@ the kubelet is mapped back before the wrapped plugin sees it:
 * `refuse_multiple` refuses a container that asks for more than one replica in total (INVALID_ARGUMENT):
   a replica is a time slice, not a share that adds up, so a pod asking for two would expect a guarantee
   that sharing cannot give.
+* the wrapped plugin's CDI spec (`cdi_spec`) defines the physical devices, the ones its `allocate` names.
 
 Health is the physical device's: one flip turns all its replicas in the same ListAndWatch update.
 Sharing is time-slicing by contract only; the wrapped plugin decides what isolation a container gets.
@@ -28,6 +29,7 @@ from dataclasses import dataclass, replace
 from typing import overload
 
 from kubedevice.plugin.base import DevicePlugin
+from kubedevice.plugin.cdi.spec import CDISpec
 from kubedevice.plugin.errors import ConfigError, InvalidRequest
 from kubedevice.plugin.model import Allocation, Device, PluginOptions
 from kubedevice.plugin.naming import check_resource_name
@@ -119,6 +121,7 @@ class SharedPlugin(DevicePlugin):
         self.resource_name = check_resource_name(resource_name or plugin.resource_name)
         self.refuse_multiple = refuse_multiple
         self.poll_interval = plugin.poll_interval
+        self.cdi_spec_dir = plugin.cdi_spec_dir
         #: The wrapped plugin's latest devices by ID, in its order (the order breaks ties when spreading).
         self._physical: dict[str, Device] = {}
 
@@ -153,6 +156,10 @@ class SharedPlugin(DevicePlugin):
 
     async def pre_start_container(self, devices: Sequence[Device]) -> None:
         await self.plugin.pre_start_container(self._physical_of(devices))
+
+    def cdi_spec(self, devices: Sequence[Device]) -> CDISpec | None:
+        # CDI devices are the physical ones: the wrapped plugin's allocate sees and names those.
+        return self.plugin.cdi_spec(list(self._physical.values()))
 
     async def preferred_allocation(
         self, available: Sequence[Device], must_include: Sequence[Device], size: int
