@@ -26,7 +26,17 @@ from typing import NoReturn
 from rich.console import Console
 from rich.table import Table
 
-from bench import admission, daemon_admission, exporter, listwatch, memory, reregistration, restart, topology
+from bench import (
+    admission,
+    daemon_admission,
+    exporter,
+    listwatch,
+    memory,
+    pod_latency,
+    reregistration,
+    restart,
+    topology,
+)
 from bench.common import Figure, Figures, Target, fmt
 
 Scenario = Callable[..., Awaitable[Figures]]
@@ -34,6 +44,7 @@ SCENARIOS: dict[str, Scenario] = {
     listwatch.NAME: listwatch.run,
     admission.NAME: admission.run,
     daemon_admission.NAME: daemon_admission.run,
+    pod_latency.NAME: pod_latency.run,
     restart.NAME: restart.run,
     reregistration.NAME: reregistration.run,
     memory.NAME: memory.run,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import admission, exporter, listwatch, topology
+from bench import admission, exporter, listwatch, pod_latency, topology
 from bench.common import RESOURCE, Figures, Target, device_id, list_and_watch_bytes, short_tempdir
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.checkpoint import CheckpointStore
@@ -36,6 +36,23 @@ def test_window_cost_is_the_mean_of_the_window() -> None:
     done = [1.0, 2.0, 4.0, 8.0]
     assert admission.window_cost(done, 0, 2) == 1.0
     assert admission.window_cost(done, 2, 4) == 3.0
+
+
+def test_percentile_is_the_nearest_rank() -> None:
+    samples = [float(i) for i in range(1, 201)]
+    assert pod_latency.percentile(samples, 0.99) == 198.0
+    assert pod_latency.percentile(samples, 0.5) == 100.0
+    assert pod_latency.percentile([3.0], 0.99) == 3.0
+
+
+async def test_latency_scenario_follows_the_daemons_log_to_every_pod_running() -> None:
+    figures = {f.name: f for f in await pod_latency.run(quick=True, runs=1)}
+    assert set(figures) == {
+        "one manifest to Running (10 one at a time): median",
+        "one manifest to Running (10 one at a time): p99",
+        "8 pods on 2 resources x 4 devices: all Running",
+    }
+    assert all(len(f.samples) == 1 and f.median > 0 for f in figures.values())
 
 
 def test_targets_compare_in_the_right_direction() -> None:
