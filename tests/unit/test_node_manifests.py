@@ -2,6 +2,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kubedevice.node.manifests import ManifestError, ManifestFolder, derive_uid, parse_manifest
 
@@ -163,3 +164,23 @@ def test_symlinks_outside_the_folder_are_refused_unless_allowed(tmp_path: Path) 
     assert "points outside the manifest folder" in result.errors["link.yaml"]
     allowed = ManifestFolder(folder, allow_symlinks=True).scan()
     assert sorted(m.pod.name for m in allowed.pods) == ["inner", "trainer"] and not allowed.errors
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"kind: Pod\n  - : [", b"a: 1\n\tb: 2\n", b"key: 'unclosed\n", b"- a\nb: c\n", b"a: *nowhere\n"],
+)
+def test_yaml_errors_are_the_pure_loaders_words_whichever_loader_read_first(content: bytes) -> None:
+    # libyaml (when PyYAML has it) reads manifests; what a bad one reports is still the pure loader's.
+    with pytest.raises(yaml.YAMLError) as pure:
+        list(yaml.load_all(content.decode(), Loader=yaml.SafeLoader))
+    with pytest.raises(ManifestError) as reported:
+        parse_manifest("bad.yaml", content)
+    assert str(reported.value) == f"YAML error: {' '.join(str(pure.value).split())}"
+
+
+def test_both_yaml_loaders_read_a_manifest_alike() -> None:
+    fast = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    assert list(yaml.load_all(GOOD.decode(), Loader=fast)) == list(
+        yaml.load_all(GOOD.decode(), Loader=yaml.SafeLoader)
+    )
