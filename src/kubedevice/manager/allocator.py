@@ -67,8 +67,11 @@ class Allocator:
         *,
         active_pods: ActivePods | None,
         affinity: AffinityStore | None,
+        checkpoint_each_allocate: bool = True,
     ) -> None:
         self._state = state
+        #: False: `allocate` does not wait for the checkpoint; its caller must before the container starts.
+        self.checkpoint_each_allocate = checkpoint_each_allocate
         self._writer = writer
         self._metrics = metrics
         self._timeouts = timeouts
@@ -108,11 +111,14 @@ class Allocator:
         self._state.changes.publish(Change("released", None, tuple(removed)))
         return removed
 
-    async def allocate(self, pod: Pod, container: Container, *, already_running: bool = False) -> None:
+    async def allocate(
+        self, pod: Pod, container: Container, *, already_running: bool = False, durable: bool | None = None
+    ) -> None:
         """Give `container` its devices. Call for init containers first, in order.
 
         `already_running` says the container survived a restart of this manager and keeps its
-        checkpointed devices without any check. Raises AdmissionError.
+        checkpointed devices without any check. `durable` (default `checkpoint_each_allocate`): wait
+        for the checkpoint write holding them. Raises AdmissionError.
         """
         for resource, quantity in container.limits.items():
             if quantity < 0:
@@ -126,19 +132,24 @@ class Allocator:
         admission.users += 1
         try:
             async with admission.lock:
-                await self._admit_container(pod, container, already_running)
+                allocated = await self._admit_container(pod, container, already_running)
+                if allocated and (self.checkpoint_each_allocate if durable is None else durable):
+                    try:
+                        await self._writer.write()
+                    except CheckpointWriteError as err:
+                        raise AdmissionError(str(err)) from None
         finally:
             admission.users -= 1
             if not admission.users:
                 del self._admitting[pod.uid]
 
-    async def _admit_container(self, pod: Pod, container: Container, already_running: bool) -> None:
+    async def _admit_container(self, pod: Pod, container: Container, already_running: bool) -> bool:
         # Keep only the pods being admitted in the reuse pool, as the kubelet keeps only the current one.
         for uid in list(self.reuse):
             if uid != pod.uid and uid not in self._admitting:
                 del self.reuse[uid]
         reuse = self.reuse.setdefault(pod.uid, {})
-        await self._allocate_container_resources(pod, container, reuse, already_running)
+        allocated = await self._allocate_container_resources(pod, container, reuse, already_running)
         held = self._state.pod_devices.container_resources(pod.uid, container.name) or {}
         if pod.is_init_container(container.name) and not pod.is_restartable_init_container(container.name):
             for resource, entry in held.items():
@@ -147,10 +158,11 @@ class Allocator:
             for resource, entry in held.items():
                 if resource in reuse:
                     reuse[resource] -= entry.device_ids()
+        return allocated
 
     async def _allocate_container_resources(
         self, pod: Pod, container: Container, reuse: dict[str, set[str]], already_running: bool
-    ) -> None:
+    ) -> bool:
         needs_checkpoint = False
         gc_done = False
         for resource in sorted(container.limits):
@@ -178,11 +190,7 @@ class Allocator:
                 self._release(resource, picker)
             needs_checkpoint = True
             self._state.changes.publish(Change("allocated", resource, (pod.uid,)))
-        if needs_checkpoint:
-            try:
-                await self._writer.write()
-            except CheckpointWriteError as err:
-                raise AdmissionError(str(err)) from None
+        return needs_checkpoint
 
     async def _call_allocate(self, resource: str, picked: set[str]) -> dp.ContainerAllocateResponse:
         endpoint = self._state.endpoints.get(resource)
@@ -200,7 +208,8 @@ class Allocator:
                 time.perf_counter() - started
             )
         if not resp.container_responses:
-            raise AdmissionError(f"no containers return in allocation response {_proto_text(resp)}")
+            text = "{" + str(resp).replace("\n", " ").strip() + "}"
+            raise AdmissionError(f"no containers return in allocation response {text}")
         if len(resp.container_responses) > 1:
             log.warning(
                 "device plugin for %s returned %d container responses to one request; using the first",
@@ -356,10 +365,6 @@ class Allocator:
         if not resp.container_responses:
             return set()
         return set(resp.container_responses[0].deviceIDs)
-
-
-def _proto_text(msg: dp.AllocateResponse) -> str:
-    return "{" + str(msg).replace("\n", " ").strip() + "}"
 
 
 def filter_by_affinity(

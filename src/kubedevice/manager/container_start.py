@@ -42,7 +42,7 @@ class ContainerStart:
             if self._state.pod_devices.container_devices(pod.uid, container.name, resource) is None:
                 needs_reallocate = True
         if needs_reallocate:
-            await self._allocator.allocate(pod, container)
+            await self._allocator.allocate(pod, container, durable=True)
         return self._cached_options(pod, container)
 
     def _cached_options(self, pod: Pod, container: Container) -> RunContainerOptions | None:

@@ -57,7 +57,8 @@ class DeviceManager:
     `update_allocated_devices` calls do. `affinity` is the topology manager's hint store, read when
     devices are picked; `numa_nodes` the machine's NUMA nodes, over which topology hints are made.
     `sources_ready` mirrors the kubelet's notion: while False, nothing is garbage-collected and
-    restarted containers take the fast path.
+    restarted containers take the fast path. With `checkpoint_each_allocate` False, `allocate` does not
+    wait for the checkpoint: the caller awaits `write_checkpoint()` before the container may start.
     """
 
     def __init__(
@@ -81,6 +82,7 @@ class DeviceManager:
         numa_nodes: Iterable[int] | None = None,
         clock: Callable[[], float] = time.monotonic,
         checkpoint_fault: Callable[[str], None] | None = None,
+        checkpoint_each_allocate: bool = True,
     ) -> None:
         self.plugin_dir = Path(plugin_dir)
         self.socket_path = self.plugin_dir / constants.KUBELET_SOCKET_NAME
@@ -114,6 +116,7 @@ class DeviceManager:
             CallTimeouts(allocate_timeout, preferred_allocation_timeout),
             active_pods=active_pods,
             affinity=affinity,
+            checkpoint_each_allocate=checkpoint_each_allocate,
         )
         self._hints = TopologyHints(self._state, self._allocator, numa_nodes)
         self._container_start = ContainerStart(self._state, self._allocator, pre_start_timeout)
@@ -289,5 +292,5 @@ class DeviceManager:
         return self._state.changes.subscribe(listener)
 
     async def write_checkpoint(self) -> None:
-        """Write the checkpoint now (it is also written on every change that needs it)."""
+        """Return once a checkpoint write that began after this call is on disk (group commit)."""
         await self._writer.write()

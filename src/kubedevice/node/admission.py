@@ -7,7 +7,15 @@ import asyncio
 import logging
 import time
 
-from kubedevice.manager import Container, DeviceManager, DeviceManagerError, Pod, RunContainerOptions
+from kubedevice.checkpoint.writer import CheckpointWriteError
+from kubedevice.manager import (
+    AdmissionError,
+    Container,
+    DeviceManager,
+    DeviceManagerError,
+    Pod,
+    RunContainerOptions,
+)
 from kubedevice.manager.topology_hints import pod_device_requests
 from kubedevice.topology import TopologyManager
 
@@ -32,7 +40,8 @@ async def admit(
     topology: TopologyManager, manager: DeviceManager, pod: Pod, *, already_running: bool = False
 ) -> dict[str, RunContainerOptions | None]:
     """The topology manager admits the pod (hints merged and stored, then every container's devices),
-    then each container starts: its run options (PreStartContainer first).
+    then each container starts: its run options (PreStartContainer first). For a manager that checkpoints
+    each Allocate (the default); the node daemon's does not, and runs the steps itself.
 
     `already_running` is for a pod that was Running before a restart of the daemon (same boot): it is
     admitted again as the kubelet does, so its hints are regenerated from what it holds, but its containers
@@ -41,21 +50,43 @@ async def admit(
     manager would now refuse it. Raises PodRejected, or the manager's AdmissionError or RunOptionsError
     with its own text.
     """
+    await allocate_pod(topology, manager, pod, already_running=already_running)
+    return await start_containers(manager, pod, already_running=already_running)
+
+
+async def allocate_pod(
+    topology: TopologyManager, manager: DeviceManager, pod: Pod, *, already_running: bool = False
+) -> None:
+    """The topology manager's admit: hints merged and stored, then every container's devices. With a
+    manager that does not checkpoint each Allocate, the devices are not on disk yet (write_checkpoint)."""
     if already_running:
         manager.mark_running((pod.uid, c.name) for c in _starting_order(pod))
     result = await topology.admit(pod)
-    if not result.admit:
-        if already_running:
-            log.warning(
-                "pod %s/%s keeps running after the restart although %s",
-                pod.namespace,
-                pod.name,
-                result.message,
-            )
-        elif isinstance(result.error, DeviceManagerError):
-            raise result.error
-        else:
-            raise PodRejected(result.reason, f"Pod was rejected: {result.message}")
+    if result.admit:
+        return
+    if already_running:
+        log.warning(
+            "pod %s/%s keeps running after the restart although %s", pod.namespace, pod.name, result.message
+        )
+    elif isinstance(result.error, DeviceManagerError):
+        raise result.error
+    else:
+        raise PodRejected(result.reason, f"Pod was rejected: {result.message}")
+
+
+async def write_checkpoint(manager: DeviceManager) -> None:
+    """Return once the checkpoint holding every allocation made so far is on disk (several pods admitted
+    meanwhile share one write). Raises AdmissionError with the manager's text when it cannot be written."""
+    try:
+        await manager.write_checkpoint()
+    except CheckpointWriteError as err:
+        raise AdmissionError(str(err)) from None
+
+
+async def start_containers(
+    manager: DeviceManager, pod: Pod, *, already_running: bool = False
+) -> dict[str, RunContainerOptions | None]:
+    """Each container's run options, in starting order (PreStartContainer first when asked for)."""
     options: dict[str, RunContainerOptions | None] = {}
     for container in _starting_order(pod):
         options[container.name] = await manager.get_device_run_container_options(

@@ -151,6 +151,8 @@ class NodeDaemon:
                 preferred_allocation_timeout=timeout,
                 pre_start_timeout=timeout,
                 checkpoint_fault=checkpoint_fault_from_env(os.environ),
+                # Pod sync waits for the checkpoint itself, after the resource's Allocate lock is let go.
+                checkpoint_each_allocate=False,
                 affinity=topology,
                 numa_nodes=[n.id for n in topology.machine.nodes] if topology.machine else None,
             )

@@ -15,9 +15,18 @@ import contextlib
 import functools
 import logging
 import os
+from collections.abc import AsyncIterator, Iterable
 
-from kubedevice.manager import DeviceManager, DeviceManagerError, Pod
-from kubedevice.node.admission import PodRejected, admit, device_needs, wait_for_devices
+from kubedevice.manager import DeviceManager, DeviceManagerError, Pod, RunContainerOptions
+from kubedevice.node.admission import (
+    PodRejected,
+    admit,
+    allocate_pod,
+    device_needs,
+    start_containers,
+    wait_for_devices,
+    write_checkpoint,
+)
 from kubedevice.node.config import NodeConfig, NodePaths
 from kubedevice.node.durations import format_duration
 from kubedevice.node.manifests import MANIFEST_SUFFIXES, ManifestFolder, PodManifest, ScanResult
@@ -60,9 +69,10 @@ class PodSync:
             use_inotify=config.use_inotify,
             name="manifests",
         )
-        #: resource -> lock: pods sharing a resource are admitted one at a time, as the kubelet admits; a
-        #: pod never waits for a plugin it does not use (a hung plugin blocks only its own pods).
-        self._admission_locks: dict[str, asyncio.Lock] = {}
+        #: resource -> lock: pods sharing a resource call its plugin one at a time, as the kubelet admits;
+        #: a pod never waits for a plugin it does not use (a hung plugin blocks only its own pods).
+        self._allocate_locks: dict[str, asyncio.Lock] = {}
+        self._start_locks: dict[str, asyncio.Lock] = {}
         self._admissions: dict[str, asyncio.Task[None]] = {}
         self._waiting: set[str] = set()
         #: Pods admitted without devices whose Running state is being saved before it is reported.
@@ -249,35 +259,47 @@ class PodSync:
                     format_duration(self.config.admission_wait),
                     "; ".join(f"{r}: {why}" for r, why in missing.items()),
                 )
-        async with contextlib.AsyncExitStack() as held:
-            for resource in sorted(device_needs(record.pod)):  # one order: no deadlock between pods
-                await held.enter_async_context(self._admission_locks.setdefault(resource, asyncio.Lock()))
-            if self.pods.get(record.uid) is not record or record.phase != "Pending":
-                return
-            try:
-                options = await admit(self._topology, manager, record.pod)
-            except PodRejected as err:
-                self._fail(record, err.message, err.reason)
-            except DeviceManagerError as err:
-                self._fail(record, str(err))
-            else:
-                record.run_options = options
-                if all(o is None for o in options.values()):
-                    # No checkpoint entry says it runs: save that before anyone is told it does.
-                    self._starting.add(record.uid)
-                    try:
-                        await self._save_state()
-                    finally:
-                        self._starting.discard(record.uid)
-                record.phase = "Running"
-                self._metrics.admissions.inc()
-                log.info("pod %s admitted: Running", _name(record.pod))
-            if self.pods.get(record.uid) is not record or not record.active:
-                self._release()  # removed while admitting, or failed part-way: free what it got
+        needs = sorted(device_needs(record.pod))
+        options: dict[str, RunContainerOptions | None] | None = None
+        # Pods sharing a resource call its plugin one at a time, in admission order (Allocate under one
+        # lock, PreStartContainer under another); the checkpoint write in between is shared by the pods
+        # allocated meanwhile (group commit), so it overlaps the next pod's Allocate.
+        try:
+            async with _holding(self._allocate_locks, needs):
+                if not self._pending(record):
+                    return
+                await allocate_pod(self._topology, manager, record.pod)
+            if needs:
+                await write_checkpoint(manager)
+            if self._pending(record):
+                async with _holding(self._start_locks, needs):
+                    options = await start_containers(manager, record.pod)
+        except PodRejected as err:
+            self._fail(record, err.message, err.reason)
+        except DeviceManagerError as err:
+            self._fail(record, str(err))
+        if options is not None:
+            record.run_options = options
+            if all(o is None for o in options.values()):
+                # No checkpoint entry says it runs: save that before anyone is told it does.
+                self._starting.add(record.uid)
+                try:
+                    await self._save_state()
+                finally:
+                    self._starting.discard(record.uid)
+            record.phase = "Running"
+            self._metrics.admissions.inc()
+            log.info("pod %s admitted: Running", _name(record.pod))
+        if self.pods.get(record.uid) is not record or not record.active:
+            self._release()  # removed while admitting, or failed part-way: free what it got
         if not record.active:
             # A Running pod was saved above or is in the checkpoint; a removed pod was saved by the scan
             # that removed it; a pod that ended Failed is saved now.
             await self._save_state()
+
+    def _pending(self, record: PodRecord) -> bool:
+        """Still in the table and waiting for its admission (not removed nor finished meanwhile)."""
+        return self.pods.get(record.uid) is record and record.phase == "Pending"
 
     def _fail(self, record: PodRecord, message: str, reason: str = ADMISSION_ERROR_REASON) -> None:
         record.phase, record.reason, record.message = "Failed", reason, message
@@ -324,3 +346,12 @@ def _was_running(saved: SavedPod | None, manifest: PodManifest) -> bool:
 
 def _name(pod: Pod) -> str:
     return f"{pod.namespace}/{pod.name} ({pod.uid})"
+
+
+@contextlib.asynccontextmanager
+async def _holding(locks: dict[str, asyncio.Lock], resources: Iterable[str]) -> AsyncIterator[None]:
+    """The locks of `resources`, taken in the order given (sorted: no deadlock between pods)."""
+    async with contextlib.AsyncExitStack() as held:
+        for resource in resources:
+            await held.enter_async_context(locks.setdefault(resource, asyncio.Lock()))
+        yield

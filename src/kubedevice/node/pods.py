@@ -21,11 +21,23 @@ _ACTIVE_PHASES: frozenset[PodPhase] = frozenset(("Pending", "Running"))
 @dataclass(slots=True)
 class PodRecord:
     manifest: PodManifest
-    phase: PodPhase = "Pending"
     reason: str = ""
     message: str = ""
     #: container name -> run options computed when it started (None: it holds no devices).
     run_options: dict[str, RunContainerOptions | None] = field(default_factory=dict)
+    _phase: PodPhase = "Pending"
+    #: The table holding the record, told of every phase change (it keeps the active UIDs).
+    _table: PodTable | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def phase(self) -> PodPhase:
+        return self._phase
+
+    @phase.setter
+    def phase(self, phase: PodPhase) -> None:
+        self._phase = phase
+        if self._table is not None:
+            self._table.phase_changed(self)
 
     @property
     def uid(self) -> str:
@@ -56,6 +68,8 @@ class PodTable:
 
     def __init__(self) -> None:
         self._pods: dict[str, PodRecord] = {}
+        #: UIDs of the active pods, kept as phases change: the manager asks on every admission.
+        self._active: set[str] = set()
 
     def __contains__(self, uid: object) -> bool:
         return uid in self._pods
@@ -70,15 +84,27 @@ class PodTable:
         return self._pods.get(uid)
 
     def add(self, record: PodRecord) -> None:
+        self.remove(record.uid)
         self._pods[record.uid] = record
+        record._table = self
+        self.phase_changed(record)
 
     def remove(self, uid: str) -> PodRecord | None:
-        return self._pods.pop(uid, None)
+        record = self._pods.pop(uid, None)
+        if record is not None:
+            record._table = None
+            self._active.discard(uid)
+        return record
 
-    def active_uids(self) -> list[str]:
-        # Asked on every allocation (the manager's active-pods callback): keyed by UID already, and the
-        # phase test inlined, it stays a fast O(pods) walk.
-        return [uid for uid, r in self._pods.items() if r.phase in _ACTIVE_PHASES]
+    def phase_changed(self, record: PodRecord) -> None:
+        if record.active:
+            self._active.add(record.uid)
+        else:
+            self._active.discard(record.uid)
+
+    def active_uids(self) -> frozenset[str]:
+        """The manager's active-pods callback, asked on every admission: a copy of a kept set."""
+        return frozenset(self._active)
 
     def count_by_phase(self) -> dict[PodPhase, int]:
         counts: dict[PodPhase, int] = dict.fromkeys(PHASES, 0)

@@ -1,0 +1,156 @@
+"""How the node daemon admits many pods at once: each plugin sees one Allocate (and one PreStartContainer)
+at a time, in admission order, while the checkpoint writes are shared by the pods allocated meanwhile;
+and a pod is Running only once the checkpoint holding its devices is on disk.
+
+The daemon runs in this process with a real plugin on a real socket, so a watcher task on the same event
+loop sees every state the daemon passes through between two of its awaits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
+from kubedevice.checkpoint import CheckpointStore
+from kubedevice.node.daemon import NodeConfig, NodeDaemon
+from tests.integration.fakeplugin import FakePlugin, default_allocate, make_devices
+from tests.node_helpers import async_wait_for, short_tmpdir
+
+HOUR = 3600.0
+RESOURCE = "example.com/fake"
+PODS = 12
+
+
+def pod_yaml(name: str, count: int = 1) -> str:
+    return (
+        "apiVersion: v1\nkind: Pod\n"
+        f"metadata: {{name: {name}, namespace: default}}\n"
+        "spec: {containers: [{name: app, image: busybox, "
+        f"resources: {{limits: {{{RESOURCE}: {count}}}}}}}]}}\n"
+    )
+
+
+class CountingPlugin(FakePlugin):
+    """Records the most Allocate, and the most PreStartContainer, calls in flight at once."""
+
+    def __init__(self, socket_path: Path, devices: int) -> None:
+        super().__init__(
+            socket_path,
+            RESOURCE,
+            make_devices(devices),
+            options=dp.DevicePluginOptions(pre_start_required=True),
+            allocate=self._allocate,
+        )
+        self.in_flight = {"Allocate": 0, "PreStartContainer": 0}
+        self.most_in_flight = dict(self.in_flight)
+
+    async def _allocate(self, request: dp.AllocateRequest) -> dp.AllocateResponse:
+        async with self._counted("Allocate"):
+            return await default_allocate(request)
+
+    async def PreStartContainer(
+        self, request: dp.PreStartContainerRequest, context: object
+    ) -> dp.PreStartContainerResponse:
+        self.prestart_calls.append(list(request.devices_ids))
+        async with self._counted("PreStartContainer"):
+            return dp.PreStartContainerResponse()
+
+    @contextlib.asynccontextmanager
+    async def _counted(self, call: str) -> AsyncIterator[None]:
+        self.in_flight[call] += 1
+        self.most_in_flight[call] = max(self.most_in_flight[call], self.in_flight[call])
+        try:
+            await asyncio.sleep(0.002)  # long enough for another admission to try to overlap
+            yield
+        finally:
+            self.in_flight[call] -= 1
+
+
+@pytest.fixture
+async def node() -> AsyncIterator[NodeDaemon]:
+    root = short_tmpdir()
+    daemon = NodeDaemon(NodeConfig(root_dir=root, scan_interval=HOUR, rescan_interval=HOUR))
+    await daemon.start()
+    try:
+        yield daemon
+    finally:
+        await daemon.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+async def plugin(node: NodeDaemon) -> AsyncIterator[CountingPlugin]:
+    plugin = CountingPlugin(node.paths.plugin_dir / "counting.sock", PODS)
+    await plugin.start()
+    try:
+        await plugin.register(node.paths.kubelet_socket)
+        await async_wait_for(
+            lambda: node.manager is not None and node.manager.get_capacity()[1].get(RESOURCE) == PODS,
+            "the plugin's devices allocatable",
+        )
+        yield plugin
+    finally:
+        await plugin.stop()
+
+
+def _running(node: NodeDaemon) -> dict[str, str]:
+    return {r.uid: r.pod.name for r in node.pods if r.phase == "Running"}
+
+
+async def test_pods_written_at_once_call_the_plugin_one_at_a_time_and_run_only_once_checkpointed(
+    node: NodeDaemon, plugin: CountingPlugin
+) -> None:
+    store = CheckpointStore(node.paths.plugin_dir)
+    reported: set[str] = set()
+    violations: list[str] = []
+
+    async def watch() -> None:
+        # Every pod seen Running for the first time must already be in the checkpoint on disk.
+        while True:
+            fresh = set(_running(node)) - reported
+            if fresh:
+                entries = store.read().data.pod_device_entries or []
+                on_disk = {e.pod_uid for e in entries}
+                violations.extend(sorted(fresh - on_disk))
+                reported.update(fresh)
+            await asyncio.sleep(0)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        for i in range(PODS):
+            (node.paths.manifests / f"p{i:02d}.yaml").write_text(pod_yaml(f"p{i:02d}"))
+        await async_wait_for(lambda: len(_running(node)) == PODS, f"{PODS} pods Running")
+        await async_wait_for(lambda: len(reported) == PODS, "the watcher to see every pod Running")
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+    assert violations == [], "pods reported Running before the checkpoint holding them was on disk"
+    assert plugin.most_in_flight == {"Allocate": 1, "PreStartContainer": 1}
+    assert len(plugin.allocate_calls) == PODS
+    # PreStartContainer follows the order of the Allocate calls: the admission order.
+    assert plugin.prestart_calls == plugin.allocate_calls
+    assert sorted(d for call in plugin.allocate_calls for d in call) == sorted(f"dev{i}" for i in range(PODS))
+
+
+async def test_a_checkpoint_that_cannot_be_written_fails_the_pod_and_frees_its_devices(
+    node: NodeDaemon, plugin: CountingPlugin
+) -> None:
+    checkpoint = node.paths.checkpoint
+    checkpoint.unlink(missing_ok=True)
+    checkpoint.mkdir()  # a write renames its temporary file over this path: that fails
+    (checkpoint / "keep").write_text("a directory in the way")
+    (node.paths.manifests / "p.yaml").write_text(pod_yaml("p"))
+    await async_wait_for(lambda: any(r.phase == "Failed" for r in node.pods), "the pod to fail its admission")
+    (record,) = list(node.pods)
+    assert record.reason == "UnexpectedAdmissionError"
+    assert record.message.startswith('failed to write checkpoint file "kubelet_internal_checkpoint"'), (
+        record.message
+    )
+    assert node.manager is not None and node.manager.allocated_device_counts().get(RESOURCE, 0) == 0
+    assert plugin.prestart_calls == []
