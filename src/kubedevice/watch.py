@@ -54,6 +54,8 @@ class DirectoryWatch:
         self._inotify: Inotify | None = None
         self._task: asyncio.Task[None] | None = None
         self.changed = asyncio.Event()
+        #: Entry names inotify reported since the last `take_names()`; None: anything may have changed.
+        self._names: set[str] | None = set()
         #: "inotify" or "polling" once started, "stopped" before and after.
         self.mode = "stopped"
 
@@ -105,6 +107,12 @@ class DirectoryWatch:
             self.changed.clear()
         return True
 
+    def take_names(self) -> set[str] | None:
+        """The names of the entries reported changed since the last call, or None when the owner must look
+        at the whole directory (polling, a queue overflow, an event without a name)."""
+        names, self._names = self._names, set()
+        return names
+
     def _start_polling(self) -> None:
         self.mode = "polling"
         # The first look is taken now, not when the task first runs: a change in between must count.
@@ -117,20 +125,28 @@ class DirectoryWatch:
                 log.warning("%s was removed or moved; polling it from now on", self.directory)
                 inotify.close()
                 self._inotify = None
+                self._names = None
                 self.changed.set()
                 self._start_polling()
                 return
             # No name: a queue overflow or an event of the directory itself; look again to be safe.
-            if event.name is None or self._relevant is None or self._relevant(str(event.name), event.mask):
+            if event.name is None:
+                self._names = None
+                self.changed.set()
+            elif self._relevant is None or self._relevant(str(event.name), event.mask):
+                if self._names is not None:
+                    self._names.add(str(event.name))
                 self.changed.set()
 
     async def _poll(self, last: Hashable) -> None:
         while True:
             await asyncio.sleep(self._poll_interval)
             if self._poll_state is None:
+                self._names = None
                 self.changed.set()
                 continue
             current = self._poll_state()
             if current != last:
                 last = current
+                self._names = None
                 self.changed.set()

@@ -4,7 +4,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubedevice.node.manifests import ManifestError, ManifestFolder, derive_uid, parse_manifest
+from kubedevice.node.manifest_folder import ManifestFolder
+from kubedevice.node.manifests import ManifestError, derive_uid, parse_manifest
 
 GOOD = b"""apiVersion: v1
 kind: Pod
@@ -184,3 +185,34 @@ def test_both_yaml_loaders_read_a_manifest_alike() -> None:
     assert list(yaml.load_all(GOOD.decode(), Loader=fast)) == list(
         yaml.load_all(GOOD.decode(), Loader=yaml.SafeLoader)
     )
+
+
+def test_a_scan_of_named_files_reads_only_those_and_reports_the_gone(tmp_path: Path) -> None:
+    folder = ManifestFolder(tmp_path)
+    (tmp_path / "a.yaml").write_bytes(GOOD)
+    [a] = folder.scan().pods
+    other = GOOD.replace(b"name: trainer", b"name: other")
+    (tmp_path / "b.yaml").write_bytes(other)
+    (tmp_path / "c.yaml").write_bytes(b"kind: [")  # not named: not read
+    result = folder.scan([a.uid], names=["b.yaml", ".b.yaml.tmp", "notes.txt"])
+    assert result.covered == frozenset({"b.yaml"})
+    assert [m.pod.name for m in result.pods] == ["other"] and result.errors == {}
+    (tmp_path / "b.yaml").unlink()
+    gone = folder.scan([a.uid], names=["b.yaml"])
+    assert gone.covered == frozenset({"b.yaml"}) and gone.pods == [] and gone.errors == {}
+    assert [m.pod.name for m in folder.scan([a.uid]).pods] == ["trainer"]  # a full scan sees c.yaml too
+    assert "YAML error" in folder.scan([a.uid]).errors["c.yaml"]
+
+
+def test_a_file_refused_for_a_clash_is_looked_at_again_until_the_clash_is_gone(tmp_path: Path) -> None:
+    folder = ManifestFolder(tmp_path)
+    (tmp_path / "b.yaml").write_bytes(GOOD)
+    [known] = folder.scan().pods
+    (tmp_path / "a.yaml").write_bytes(GOOD + b"# same pod name, other file\n")
+    clash = folder.scan([known.uid], names=["a.yaml"])
+    assert clash.pods == [] and "already defined by b.yaml" in clash.errors["a.yaml"]
+    (tmp_path / "b.yaml").unlink()
+    # Only b.yaml was reported; a.yaml comes along because it was refused for a clash.
+    after = folder.scan([known.uid], names=["b.yaml"])
+    assert after.covered == frozenset({"a.yaml", "b.yaml"})
+    assert [m.file for m in after.pods] == ["a.yaml"] and after.errors == {}

@@ -88,3 +88,31 @@ async def test_a_missing_directory_polls_from_the_start(directory: Path) -> None
         assert await watch.wait_within(10)
     finally:
         await watch.stop()
+
+
+async def test_inotify_names_the_entries_that_changed_and_polling_names_none(directory: Path) -> None:
+    watch = DirectoryWatch(directory, relevant=lambda name, _mask: name.endswith(".yaml"))
+    watch.start()
+    try:
+        (directory / "a.yaml").write_text("x")
+        (directory / "b.txt").write_text("x")
+        staged = directory / "c.yaml.tmp"
+        staged.write_text("x")
+        os.rename(staged, directory / "c.yaml")
+        (directory / "a.yaml").unlink()
+        names: set[str] = set()
+        while names != {"a.yaml", "c.yaml"}:
+            assert await watch.wait_within(10)
+            taken = watch.take_names()
+            assert taken is not None
+            names |= taken
+        assert watch.take_names() == set()
+    finally:
+        await watch.stop()
+    polled = DirectoryWatch(directory, poll_interval=0.01, use_inotify=False)
+    polled.start()
+    try:
+        assert await polled.wait_within(10)
+        assert polled.take_names() is None  # polling cannot tell which entries changed
+    finally:
+        await polled.stop()

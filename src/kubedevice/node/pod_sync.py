@@ -29,7 +29,8 @@ from kubedevice.node.admission import (
 )
 from kubedevice.node.config import NodeConfig, NodePaths
 from kubedevice.node.durations import format_duration
-from kubedevice.node.manifests import MANIFEST_SUFFIXES, ManifestFolder, PodManifest, ScanResult
+from kubedevice.node.manifest_folder import ManifestFolder, ScanResult, is_manifest_name
+from kubedevice.node.manifests import PodManifest
 from kubedevice.node.metrics import NodeMetrics
 from kubedevice.node.pods import ADMISSION_ERROR_REASON, PodRecord, PodTable
 from kubedevice.node.state import PodStateFile, SavedPod
@@ -103,7 +104,7 @@ class PodSync:
         if rebooted:
             log.info("the node rebooted: pods in the checkpoint are admitted again, with checks")
         result = await asyncio.to_thread(self._folder.scan)
-        self._report_bad_files(result.errors)
+        self._report_bad_files(result)
         new: list[PodRecord] = []
         for m in result.pods:
             record = PodRecord(m)
@@ -151,19 +152,19 @@ class PodSync:
         log.info("pod %s was running before the restart: Running", _name(record.pod))
 
     def _is_manifest_event(self, name: str, mask: Mask) -> bool:
-        if name.startswith(".") or not name.endswith(MANIFEST_SUFFIXES):
+        if not is_manifest_name(name):
             return False
         # A regular file is reported again when the writer closes it; reading it at its creation could
         # catch it half written. A symlink is whole when it is created.
         return not mask & Mask.CREATE or os.path.islink(self.paths.manifests / name)
 
     async def _scan_loop(self) -> None:
-        """Scan on every change the watch reports, and in full every `rescan_interval`."""
+        """Scan the files the watch reports changed, and in full every `rescan_interval`."""
+        watch = self._manifest_watch
         while True:
-            await self._manifest_watch.wait_within(self.config.rescan_interval)
-            known = [r.uid for r in self.pods]
+            names = watch.take_names() if await watch.wait_within(self.config.rescan_interval) else None
             try:
-                result = await asyncio.to_thread(self._folder.scan, known)
+                result = await asyncio.to_thread(self._folder.scan, self.pods.uids(), names)
             except Exception:
                 # A scan failure must never stop the daemon; the next scan tries again.
                 log.exception("scanning %s failed", self.paths.manifests)
@@ -171,12 +172,16 @@ class PodSync:
             await self._reconcile(result)
 
     async def _reconcile(self, result: ScanResult) -> None:
-        self._report_bad_files(result.errors)
+        self._report_bad_files(result)
         current = {m.uid: m for m in result.pods}
         changed = False
         files = {m.file for m in result.pods}
+        covered = result.covered
         for record in self.pods:
-            if record.uid not in current and record.manifest.file not in result.errors:
+            file = record.manifest.file
+            if covered is not None and file not in covered:
+                continue  # a file this scan did not look at
+            if record.uid not in current and file not in result.errors:
                 # Without metadata.uid an edit makes a new pod: the old one ends, its file still there.
                 edited = record.manifest.file in files
                 self._terminate(record, "its manifest changed" if edited else "its manifest was removed")
@@ -194,6 +199,8 @@ class PodSync:
                 changed = True
             elif known.manifest.digest != m.digest:
                 changed |= self._manifest_changed(known, m)
+            elif known.manifest.file != m.file:
+                known.manifest = m  # renamed: the pod goes on, its file's changes now count
         if changed:
             await self._save_state()
 
@@ -308,7 +315,10 @@ class PodSync:
         self._metrics.admission_failures.inc()
         log.warning("pod %s failed admission: %s", _name(record.pod), message)
 
-    def _report_bad_files(self, errors: dict[str, str]) -> None:
+    def _report_bad_files(self, result: ScanResult) -> None:
+        errors = result.errors
+        if result.covered is not None:
+            errors = {f: e for f, e in self.bad_files.items() if f not in result.covered} | errors
         for file, error in sorted(errors.items()):
             if self.bad_files.get(file) != error:
                 log.error("manifest %s: %s", file, error)

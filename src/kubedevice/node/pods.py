@@ -96,6 +96,9 @@ class PodTable:
             self._active.discard(uid)
         return record
 
+    def uids(self) -> frozenset[str]:
+        return frozenset(self._pods)
+
     def phase_changed(self, record: PodRecord) -> None:
         if record.active:
             self._active.add(record.uid)

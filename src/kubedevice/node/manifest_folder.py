@@ -1,0 +1,208 @@
+"""The manifest folder as the daemon sees it: every file's pods, a file read again only when it changed.
+
+A full scan lists the folder (one `stat` per unchanged file). A scan of named files (those the folder
+watch reported) looks at those files only, so a burst of N new manifests costs O(N) in all rather than a
+listing of the whole folder per event; the daemon still scans in full now and then, as a safety net.
+Either way a pod's UID and its namespace/name belong to one file: the pod already known (running) wins,
+then the first file in name order; the file that loses is reported, and looked at again by every scan
+until the clash is gone.
+
+`scan()` does blocking file I/O: call it in a thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kubedevice.node.manifests import MANIFEST_SUFFIXES, ManifestError, PodManifest, parse_manifest
+
+
+@dataclass(slots=True)
+class ScanResult:
+    """The pods (in file-name order) and the files that could not be used, among the files `covered`
+    (None: the whole folder). A covered file with neither pods nor an error is gone."""
+
+    pods: list[PodManifest] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+    covered: frozenset[str] | None = None
+
+
+@dataclass(slots=True)
+class _Cached:
+    key: tuple[int, int, int]
+    digest: bytes
+    pods: list[PodManifest] | None
+    error: str | None
+
+
+def is_manifest_name(name: str) -> bool:
+    """A file the folder's pods are read from: not hidden (editors' temporary files), a known suffix."""
+    return not name.startswith(".") and name.endswith(MANIFEST_SUFFIXES)
+
+
+class ManifestFolder:
+    """Reads a manifest folder, re-parsing only the files whose size, mtime or content changed."""
+
+    def __init__(self, folder: Path, *, allow_symlinks: bool = False) -> None:
+        self.folder = folder
+        self.allow_symlinks = allow_symlinks
+        self._cache: dict[str, _Cached] = {}
+        #: The pods each file gives now, and the file holding each UID and each namespace/name.
+        self._accepted: dict[str, list[PodManifest]] = {}
+        self._uid_owner: dict[str, str] = {}
+        self._name_owner: dict[tuple[str, str], str] = {}
+        #: Files refused for a clash with another file's pod.
+        self._clashing: set[str] = set()
+
+    def scan(self, known_uids: Collection[str] = (), names: Iterable[str] | None = None) -> ScanResult:
+        """The whole folder's pods, or with `names` those files' only (and the clashing files').
+
+        On a UID or name clash the pod in `known_uids` (already running) wins.
+        """
+        if names is None:
+            result = self._scan_all()
+        else:
+            result = self._scan_names(sorted({n for n in names if is_manifest_name(n)} | self._clashing))
+        self._check_clashes(result, known_uids)
+        return result
+
+    def _scan_all(self) -> ScanResult:
+        result = ScanResult()
+        try:
+            # scandir: the entry's type comes with the listing, so an unchanged file costs one stat.
+            with os.scandir(self.folder) as listing:
+                entries = sorted(listing, key=_entry_name)
+        except FileNotFoundError:
+            entries = []
+        except OSError as err:
+            result.errors[str(self.folder)] = f"cannot list the manifest folder: {err.strerror or err}"
+            return result
+        real_folder = os.path.realpath(self.folder)
+        seen: set[str] = set()
+        for entry in entries:
+            name = entry.name
+            if not is_manifest_name(name) or _is_dir(entry):
+                continue
+            seen.add(name)
+            self._add(result, name, self._read(name, entry.path, entry.is_symlink(), real_folder))
+        for gone in set(self._cache) - seen:
+            del self._cache[gone]
+        return result
+
+    def _scan_names(self, names: list[str]) -> ScanResult:
+        result = ScanResult(covered=frozenset(names))
+        real_folder = os.path.realpath(self.folder)
+        for name in names:
+            path = os.path.join(self.folder, name)
+            try:
+                mode = os.lstat(path).st_mode
+                symlink = stat.S_ISLNK(mode)
+                is_dir = os.path.isdir(path) if symlink else stat.S_ISDIR(mode)
+            except FileNotFoundError:
+                is_dir = True  # gone: like a folder, it gives no pods
+            except OSError as err:
+                result.errors[name] = f"cannot read: {err.strerror or err}"
+                continue
+            if is_dir:
+                self._cache.pop(name, None)
+                continue
+            self._add(result, name, self._read(name, path, symlink, real_folder))
+        return result
+
+    @staticmethod
+    def _add(result: ScanResult, name: str, read: tuple[list[PodManifest] | None, str | None]) -> None:
+        pods, error = read
+        if error is not None:
+            result.errors[name] = error
+        else:
+            result.pods.extend(pods or [])
+
+    def _read(
+        self, name: str, path: str, symlink: bool, real_folder: str
+    ) -> tuple[list[PodManifest] | None, str | None]:
+        if symlink and not self.allow_symlinks:
+            target = os.path.realpath(path)
+            if os.path.commonpath([target, real_folder]) != real_folder:
+                self._cache.pop(name, None)
+                return None, f"symlink to {target} points outside the manifest folder (see --allow-symlinks)"
+        try:
+            st = os.stat(path)
+            key = (st.st_mtime_ns, st.st_size, st.st_ino)
+            cached = self._cache.get(name)
+            if cached is not None and cached.key == key:
+                return cached.pods, cached.error
+            with open(path, "rb") as f:
+                content = f.read()
+        except FileNotFoundError:
+            self._cache.pop(name, None)
+            return None, "the file vanished while it was read"
+        except OSError as err:
+            return None, f"cannot read: {err.strerror or err}"
+        digest = hashlib.sha256(content).digest()
+        if cached is not None and cached.digest == digest:
+            cached.key = key
+            return cached.pods, cached.error
+        try:
+            pods: list[PodManifest] | None = parse_manifest(name, content)
+            error = None
+        except ManifestError as err:
+            pods, error = None, str(err)
+        self._cache[name] = _Cached(key, digest, pods, error)
+        return pods, error
+
+    def _check_clashes(self, result: ScanResult, known_uids: Collection[str]) -> None:
+        """A UID or namespace/name already held by a known pod, another file or an earlier file of the
+        result makes a bad file; what the result's files held before is given up first."""
+        if result.covered is None:
+            self._accepted.clear()
+            self._uid_owner.clear()
+            self._name_owner.clear()
+            self._clashing.clear()
+        else:
+            for file in result.covered:
+                self._withdraw(file, self._accepted.pop(file, ()))
+            self._clashing -= result.covered
+        known = set(known_uids)
+        bad: dict[str, str] = {}
+        for m in sorted(result.pods, key=lambda m: m.uid not in known):
+            key = (m.pod.namespace, m.pod.name)
+            other = self._uid_owner.get(m.uid) or self._name_owner.get(key)
+            if other is not None and other != m.file:
+                bad.setdefault(m.file, f"pod {key[0]}/{key[1]} (uid {m.uid}) is already defined by {other}")
+                continue
+            self._uid_owner[m.uid] = m.file
+            self._name_owner[key] = m.file
+        if bad:
+            for file in bad:
+                self._withdraw(file, [m for m in result.pods if m.file == file])
+            result.pods = [m for m in result.pods if m.file not in bad]
+            result.errors.update(bad)
+            self._clashing.update(bad)
+        for m in result.pods:
+            self._accepted.setdefault(m.file, []).append(m)
+
+    def _withdraw(self, file: str, pods: Iterable[PodManifest]) -> None:
+        for m in pods:
+            if self._uid_owner.get(m.uid) == file:
+                del self._uid_owner[m.uid]
+            key = (m.pod.namespace, m.pod.name)
+            if self._name_owner.get(key) == file:
+                del self._name_owner[key]
+
+
+def _entry_name(entry: os.DirEntry[str]) -> str:
+    return entry.name
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    """`Path.is_dir()` of the entry (symlinks followed); an entry that cannot be checked is read, and
+    the read reports why."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
