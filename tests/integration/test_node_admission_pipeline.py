@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -18,11 +17,10 @@ import pytest
 
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.checkpoint import CheckpointStore
-from kubedevice.node.daemon import NodeConfig, NodeDaemon
+from kubedevice.node.daemon import NodeDaemon
 from tests.integration.fakeplugin import FakePlugin, default_allocate, make_devices
-from tests.node_helpers import async_wait_for, short_tmpdir
+from tests.node_helpers import async_wait_for
 
-HOUR = 3600.0
 RESOURCE = "example.com/fake"
 PODS = 12
 
@@ -70,18 +68,6 @@ class CountingPlugin(FakePlugin):
             yield
         finally:
             self.in_flight[call] -= 1
-
-
-@pytest.fixture
-async def node() -> AsyncIterator[NodeDaemon]:
-    root = short_tmpdir()
-    daemon = NodeDaemon(NodeConfig(root_dir=root, scan_interval=HOUR, rescan_interval=HOUR))
-    await daemon.start()
-    try:
-        yield daemon
-    finally:
-        await daemon.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

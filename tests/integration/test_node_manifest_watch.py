@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from kubedevice.node.daemon import NodeConfig, NodeDaemon
 from tests.node_helpers import async_wait_for, short_tmpdir
@@ -29,18 +26,6 @@ def pod_yaml(name: str) -> str:
 
 def phases(node: NodeDaemon) -> dict[str, str]:
     return {record.pod.name: record.phase for record in node.pods}
-
-
-@pytest.fixture
-async def node() -> AsyncIterator[NodeDaemon]:
-    root = short_tmpdir()
-    daemon = NodeDaemon(NodeConfig(root_dir=root, scan_interval=HOUR, rescan_interval=HOUR))
-    await daemon.start()
-    try:
-        yield daemon
-    finally:
-        await daemon.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 async def test_written_renamed_linked_and_removed_manifests_are_seen_at_once(node: NodeDaemon) -> None:
