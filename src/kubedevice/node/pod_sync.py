@@ -73,7 +73,8 @@ class PodSync:
         #: resource -> lock: pods sharing a resource call its plugin one at a time, as the kubelet admits;
         #: a pod never waits for a plugin it does not use (a hung plugin blocks only its own pods).
         self._allocate_locks: dict[str, asyncio.Lock] = {}
-        self._start_locks: dict[str, asyncio.Lock] = {}
+        #: resource -> done once the run options of the last pod allocated it are (the next one's turn).
+        self._last_start: dict[str, asyncio.Future[None]] = {}
         self._admissions: dict[str, asyncio.Task[None]] = {}
         self._waiting: set[str] = set()
         #: Pods admitted without devices whose Running state is being saved before it is reported.
@@ -268,23 +269,31 @@ class PodSync:
                 )
         needs = sorted(device_needs(record.pod))
         options: dict[str, RunContainerOptions | None] | None = None
-        # Pods sharing a resource call its plugin one at a time, in admission order (Allocate under one
-        # lock, PreStartContainer under another); the checkpoint write in between is shared by the pods
-        # allocated meanwhile (group commit), so it overlaps the next pod's Allocate.
+        # Pods sharing a resource call its plugin one at a time, in admission order: Allocate under the
+        # resource's lock; PreStartContainer once the pods allocated before are started. The checkpoint
+        # write in between is shared by the pods allocated meanwhile (group commit), so it overlaps the
+        # next pod's Allocate.
+        started = asyncio.get_running_loop().create_future()
+        before: list[asyncio.Future[None]] = []
         try:
             async with _holding(self._allocate_locks, needs):
                 if not self._pending(record):
                     return
                 await allocate_pod(self._topology, manager, record.pod)
+                before = [f for r in needs if (f := self._last_start.get(r)) is not None and not f.done()]
+                self._last_start.update(dict.fromkeys(needs, started))
             if needs:
                 await write_checkpoint(manager)
+            if before:
+                await asyncio.wait(before)  # never cancels them, even when this admission is
             if self._pending(record):
-                async with _holding(self._start_locks, needs):
-                    options = await start_containers(manager, record.pod)
+                options = await start_containers(manager, record.pod)
         except PodRejected as err:
             self._fail(record, err.message, err.reason)
         except DeviceManagerError as err:
             self._fail(record, str(err))
+        finally:
+            started.set_result(None)
         if options is not None:
             record.run_options = options
             if all(o is None for o in options.values()):
