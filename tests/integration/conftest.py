@@ -23,7 +23,7 @@ def root() -> Iterator[Path]:
 
 
 @pytest.fixture
-async def node() -> AsyncIterator[NodeDaemon]:
+async def node_daemon() -> AsyncIterator[NodeDaemon]:
     """A node daemon in this process whose manifest folder is scanned in full only hourly: a pod that
     runs within a test's deadline was found by the folder watch."""
     root = short_tempdir("kd-node-")

@@ -25,6 +25,11 @@ RESOURCE = "example.com/fake"
 PODS = 12
 
 
+@pytest.fixture
+def node(node_daemon: NodeDaemon) -> NodeDaemon:
+    return node_daemon
+
+
 def pod_yaml(name: str, count: int = 1) -> str:
     return (
         "apiVersion: v1\nkind: Pod\n"

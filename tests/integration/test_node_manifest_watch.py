@@ -10,10 +10,17 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from kubedevice.node.daemon import NodeConfig, NodeDaemon
 from tests.node_helpers import async_wait_for, short_tmpdir
 
 HOUR = 3600.0
+
+
+@pytest.fixture
+def node(node_daemon: NodeDaemon) -> NodeDaemon:
+    return node_daemon
 
 
 def pod_yaml(name: str) -> str:
