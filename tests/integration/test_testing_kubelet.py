@@ -27,6 +27,7 @@ from tests.waiting import short_tempdir
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "thermal_widget.py"
 CLI = (sys.executable, "-c", "from kubedevice.cli import run; run()")
+RAW_PLUGINS = Path(__file__).resolve().parents[1] / "conformance_plugins"
 
 
 def load_example() -> ModuleType:
@@ -162,3 +163,36 @@ async def test_an_empty_list_is_a_list_and_the_summary_says_so(kubelet: StandInK
     with pytest.raises(AssertionError) as never:
         await kubelet.wait_for(lambda: kubelet.latest(), timeout=0.2, what="a device")
     assert str(never.value) == "a device not met within 0.2 s; example.com/broken: empty list"
+
+
+async def run_raw_plugin(kubelet: StandInKubelet, script: str) -> PluginProcess:
+    """One of the conformance suite's plugins written straight on grpc.aio, as its own process."""
+    command = (sys.executable, str(RAW_PLUGINS / script))
+    plugin = PluginProcess(command, kubelet.plugin_dir, kubelet.plugin_dir / "p.log")
+    await plugin.start()
+    return plugin
+
+
+async def test_a_plugin_without_the_sdk_that_is_slow_to_list_is_named(kubelet: StandInKubelet) -> None:
+    plugin = await run_raw_plugin(kubelet, "slow_first_list.py")
+    try:
+        await kubelet.wait_registered("example.com/conformance")
+        with pytest.raises(AssertionError) as slow:
+            await kubelet.devices(timeout=0.2)
+        assert str(slow.value) == "example.com/conformance sent no ListAndWatch list within 0.2 s"
+
+        assert await kubelet.devices() == [Device(f"dev-{n}") for n in range(4)]
+    finally:
+        await plugin.stop(10.0)
+
+
+async def test_a_stream_the_plugin_ends_is_recorded_with_why(kubelet: StandInKubelet) -> None:
+    plugin = await run_raw_plugin(kubelet, "ends_list_and_watch.py")
+    try:
+        ended = await kubelet.wait_for(
+            lambda: kubelet.registrations and kubelet.registrations[-1].stream_ended
+        )
+        assert ended == "stream closed by the plugin"
+        assert kubelet.registrations[-1].lists_received == 1
+    finally:
+        await plugin.stop(10.0)
