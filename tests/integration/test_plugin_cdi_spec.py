@@ -111,11 +111,16 @@ async def test_the_spec_defines_the_devices_for_as_long_as_the_plugin_runs(
             lambda: len(kinds(events, EventKind.CDI_SPEC_WRITTEN)) == 3, what="the new kind's spec"
         )
         assert defined_devices((spec_dir,)) == {"example.com/accel-v2=accel0"}
+
+        # No device left: no spec (a spec must define one), and the file goes.
+        plugin.lists.put_nowait([])
+        await wait_until(lambda: bool(kinds(events, EventKind.CDI_SPEC_REMOVED)), what="the spec removed")
+        assert listing(spec_dir) == []
+        plugin.lists.put_nowait([Device("accel0")])
+        await wait_until(lambda: len(kinds(events, EventKind.CDI_SPEC_WRITTEN)) == 4, what="the spec back")
     assert listing(spec_dir) == []
-    assert kinds(events, EventKind.CDI_SPEC_REMOVED)[0].fields == {
-        "path": str(spec_dir / "example.com-accel-v2.json")
-    }
-    assert order.index(EventKind.CDI_SPEC_WRITTEN) < order.index(EventKind.REGISTERED)
+    removed = [e.fields["path"] for e in kinds(events, EventKind.CDI_SPEC_REMOVED)]
+    assert removed == [str(spec_dir / "example.com-accel-v2.json")] * 2
 
 
 async def test_a_spec_folder_that_cannot_be_written_stops_the_server_before_it_registers(

@@ -80,7 +80,7 @@ class DevicePlugin:
         raise NotImplementedError
 
     def cdi_spec(self, devices: Sequence[Device]) -> CDISpec | None:
-        """Optional: the CDI spec defining `devices` (every device, healthy or not), or None for no spec.
+        """Optional: the CDI spec defining `devices` (every device, healthy or not; never empty), or None.
 
         The server writes it into `cdi_spec_dir` before registering, again whenever the device list changes
         the spec, and removes it on stop. `allocate` names the devices with `spec.qualified_name(...)`.

@@ -35,7 +35,7 @@ class EventKind(enum.StrEnum):
     CDI_SPEC_WRITTEN = "cdi-spec-written"
     """The plugin's CDI spec file was written (at start, before registering, and when its devices change)."""
     CDI_SPEC_REMOVED = "cdi-spec-removed"
-    """The plugin's CDI spec file was removed as the server stopped."""
+    """The plugin's CDI spec file was removed: the server stopped, or no device is left."""
     STOPPED = "stopped"
     """The server stopped and removed its socket."""
 

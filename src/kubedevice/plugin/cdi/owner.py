@@ -42,7 +42,8 @@ class SpecFile:
     def devices_changed(self, devices: Sequence[Device]) -> None:
         """Called with every new device list; only a different spec is written (by `run`)."""
         try:
-            spec = self._build(devices)
+            # A spec must define a device: with none left there is no spec, and the file goes.
+            spec = self._build(devices) if devices else None
         except Exception as exc:
             # The author's bug must not stop the device list from reaching the kubelet.
             log.error("cdi_spec() failed, keeping the previous CDI spec: %s", exc)
@@ -72,11 +73,15 @@ class SpecFile:
                 else:
                     log.error("%s", message)
             else:
-                self._written = wanted
+                written, self._written = self._written, wanted
                 if wanted is not None:
                     path = self.spec_dir / wanted.file_name()
                     devices = str(len(wanted.devices))
                     self._events.emit(EventKind.CDI_SPEC_WRITTEN, path=str(path), devices=devices)
+                elif written is not None:
+                    self._events.emit(
+                        EventKind.CDI_SPEC_REMOVED, path=str(self.spec_dir / written.file_name())
+                    )
             self._writes += 1
             if wanted is self._wanted:
                 self._settled.set()
