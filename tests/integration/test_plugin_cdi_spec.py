@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
+from kubedevice.conformance import Result
+from kubedevice.conformance.plugin_call_checks import allocate_check
 from kubedevice.plugin import (
     Allocation,
     ConfigError,
@@ -152,3 +154,28 @@ async def test_a_failing_cdi_spec_keeps_the_devices_advertised(
 
 def test_a_plugin_without_cdi_spec_writes_nothing() -> None:
     assert DevicePlugin().cdi_spec([Device("a")]) is None
+
+
+async def test_the_allocate_check_finds_the_names_in_the_plugins_spec_and_says_why_not(
+    plugin_dir: str, tmp_path: Path
+) -> None:
+    spec_dir, elsewhere = tmp_path / "cdi", tmp_path / "elsewhere"
+    make_folder(elsewhere, {"broken.json": "{"})
+    async with FakeKubelet(plugin_dir) as kubelet, PluginServer(Accelerators(spec_dir), plugin_dir):
+        stub = (await kubelet.wait_registrations(1)).stub
+        found = await allocate_check(stub, ["accel0", "accel1"], 5.0, (Path("/nonexistent"), spec_dir))
+        assert found.result == Result.PASS
+        assert f"2 CDI device(s) defined by specs in /nonexistent, {spec_dir}" in found.detail
+        missing = await allocate_check(stub, ["accel0", "accel1"], 5.0, (elsewhere,))
+    assert missing.result == Result.WARN
+    assert (
+        "CDI device(s) [example.com/accel=accel0, example.com/accel=accel1] named in Allocate answers are "
+        f"defined by no spec in {elsewhere}: the runtime fails the container — write a spec defining them "
+        f"(or point --cdi-spec-dir at it); skipped as invalid: {elsewhere}/broken.json: not valid JSON"
+    ) in missing.detail
+
+
+def make_folder(folder: Path, files: dict[str, str]) -> None:
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)

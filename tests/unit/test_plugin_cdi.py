@@ -22,6 +22,7 @@ from kubedevice.plugin.cdi import (
     parse_qualified_name,
     read_spec,
     remove_spec,
+    scan_spec_dirs,
     write_spec,
 )
 
@@ -210,9 +211,10 @@ def test_a_broken_file_is_named_and_defines_nothing(
     tmp_path: Path, name: str, text: str, message: str
 ) -> None:
     (tmp_path / name).write_text(text)
-    with pytest.raises(CDIError, match=message):
+    with pytest.raises(CDIError, match=message) as caught:
         read_spec(tmp_path / name)
     assert defined_devices((tmp_path,)) == set()
+    assert scan_spec_dirs((tmp_path,)).broken == (str(caught.value),)
 
 
 def test_a_spec_folder_that_cannot_be_written_is_refused(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from kubedevice.conformance.validation import (
     preferred_allocation_problems,
     short_list,
 )
-from kubedevice.plugin.cdi import DEFAULT_SPEC_DIRS, defined_devices
+from kubedevice.plugin.cdi import DEFAULT_SPEC_DIRS, scan_spec_dirs
 
 
 async def allocate_check(
@@ -105,13 +105,15 @@ async def allocate_check(
 
 async def _check_cdi_definitions(findings: Findings, names: set[str], spec_dirs: Sequence[Path]) -> None:
     folders = ", ".join(str(folder) for folder in spec_dirs)
-    defined = await asyncio.to_thread(defined_devices, tuple(spec_dirs))
-    undefined = sorted(names - defined)
+    scan = await asyncio.to_thread(scan_spec_dirs, tuple(spec_dirs))
+    undefined = sorted(names - scan.defined)
     if undefined:
+        # A broken spec is the likeliest reason, and a runtime skips it just the same.
+        skipped = f"; skipped as invalid: {scan.broken[0]}" if scan.broken else ""
         findings.warn(
             f"CDI device(s) {short_list(undefined)} named in Allocate answers are defined by no spec in "
             f"{folders}: the runtime fails the container — write a spec defining them "
-            "(or point --cdi-spec-dir at it)"
+            f"(or point --cdi-spec-dir at it){skipped}"
         )
     else:
         findings.note(f"{len(names)} CDI device(s) defined by specs in {folders}")

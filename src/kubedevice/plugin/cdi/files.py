@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -119,12 +120,18 @@ def remove_spec(spec: CDISpec, spec_dir: Path = DEFAULT_SPEC_DIR) -> None:
     (spec_dir / spec.file_name()).unlink(missing_ok=True)
 
 
-def defined_devices(spec_dirs: tuple[Path, ...] = DEFAULT_SPEC_DIRS) -> set[str]:
-    """Every fully qualified name the valid specs in ``spec_dirs`` define; a broken file defines nothing.
+@dataclass(frozen=True)
+class SpecScan:
+    """What the spec files of some folders define, and why each file a runtime would skip is skipped."""
 
-    A runtime skips a spec it cannot load, so its devices are undefined for it too.
-    """
+    defined: frozenset[str]
+    broken: tuple[str, ...]
+
+
+def scan_spec_dirs(spec_dirs: tuple[Path, ...] = DEFAULT_SPEC_DIRS) -> SpecScan:
+    """Load every spec in ``spec_dirs`` as a runtime does; a broken file defines nothing, as for a runtime."""
     names: set[str] = set()
+    broken: list[str] = []
     for directory in spec_dirs:
         if not directory.is_dir():
             continue
@@ -133,6 +140,11 @@ def defined_devices(spec_dirs: tuple[Path, ...] = DEFAULT_SPEC_DIRS) -> set[str]
                 continue
             try:
                 names.update(read_spec(path).qualified_names())
-            except CDIError:
-                continue
-    return names
+            except CDIError as exc:
+                broken.append(str(exc))
+    return SpecScan(frozenset(names), tuple(broken))
+
+
+def defined_devices(spec_dirs: tuple[Path, ...] = DEFAULT_SPEC_DIRS) -> set[str]:
+    """Every fully qualified name the valid specs in ``spec_dirs`` define."""
+    return set(scan_spec_dirs(spec_dirs).defined)
