@@ -109,7 +109,9 @@ async def test_a_zero_request_gets_nothing_but_is_checked_like_any_other(root: P
             assert await m.get_device_run_container_options(pod, c) is None
             assert plugin.allocate_calls == [] and plugin.prestart_calls == []
             assert m.pod_uids() == set() and m.get_devices("pod-1", "c") is None
-            assert '"PodUID":"pod-1"' not in (m.plugin_dir / "kubelet_internal_checkpoint").read_text()
+            checkpoint = m.plugin_dir / "kubelet_internal_checkpoint"
+            await eventually(checkpoint.exists)  # the registration's write does not wait for the disk
+            assert '"PodUID":"pod-1"' not in checkpoint.read_text()
             plugin.set_devices([device(d.ID, "Unhealthy") for d in plugin.devices])
             await eventually(lambda: m.get_capacity()[1] == {R: 0})
             with pytest.raises(AdmissionError) as err:
