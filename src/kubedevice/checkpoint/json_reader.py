@@ -87,6 +87,10 @@ def _parse_int(text: str, signed: bool, bits: int) -> int | None:
     return number if low <= number <= high else None
 
 
+#: An entry's fields as the kubelet writes them, in its order.
+_ENTRY_FIELDS: Final = ("PodUID", "ContainerName", "ResourceName", "DeviceIDs", "AllocResp")
+
+
 @dataclass(slots=True)
 class _RawEntry:
     """An entry as decoded, before nil inner lists are normalised; mutable because Go decodes in place."""
@@ -199,6 +203,8 @@ class Decoder:
             return
         if not isinstance(value, _Object):
             raise _type_error(path, value, "an object")
+        if self._kubelet_entry(value.pairs, entry):
+            return
         for key, item in value.pairs:
             name = _field(key, ("PodUID", "ContainerName", "ResourceName", "DeviceIDs", "AllocResp"))
             if name == "PodUID":
@@ -211,6 +217,43 @@ class Decoder:
                 entry.device_ids = self.device_ids(item, entry.device_ids, f"{path}.DeviceIDs")
             elif name == "AllocResp":
                 entry.alloc_resp = self.alloc_resp(item, entry.alloc_resp, f"{path}.AllocResp")
+
+    def _kubelet_entry(self, pairs: list[tuple[str, object]], entry: _RawEntry) -> bool:
+        """Decode an entry of the exact shape the kubelet writes (each field once, in its order, of its
+        type, v2, into a fresh entry) without the general walk; False (entry untouched) for anything else,
+        which the walk then decodes or reports. A restart reads 10^4 such entries."""
+        if self.v1 or self.scrub or entry.device_ids is not None or len(pairs) != 5:
+            return False
+        (k1, uid), (k2, container), (k3, resource), (k4, ids), (k5, resp) = pairs
+        if (
+            (k1, k2, k3, k4, k5) != _ENTRY_FIELDS
+            or type(uid) is not str
+            or type(container) is not str
+            or type(resource) is not str
+            or type(ids) is not _Object
+            or type(resp) is not str
+            or len(resp) % 4
+            or not resp.isascii()
+        ):
+            return False
+        device_ids: dict[int, list[str] | None] = {}
+        for node, devices in ids.pairs:
+            # Plain decimal NUMA nodes; a sign, leading zeros or a long number take the exact walk.
+            if not (node.isascii() and node.isdigit() and len(node) < 19 and (node == "0" or node[0] != "0")):
+                return False
+            if devices is not None and (
+                type(devices) is not list or not all(type(d) is str for d in devices)
+            ):
+                return False
+            device_ids[int(node)] = devices
+        try:
+            # Go's reader also skips line breaks; a response with any takes the exact walk.
+            alloc_resp = binascii.a2b_base64(resp.encode("ascii"), strict_mode=True)
+        except binascii.Error:
+            return False
+        entry.pod_uid, entry.container_name, entry.resource_name = uid, container, resource
+        entry.device_ids, entry.alloc_resp = device_ids, alloc_resp
+        return True
 
     def device_ids(
         self, value: object, current: dict[int, list[str] | None] | list[str] | None, path: str
