@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
-from rich.console import Console
 from typer._click.globals import get_current_context
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 #: Exit code of a usage error (a bad flag or argument), as for every command.
 EXIT_USAGE = 2
@@ -20,6 +22,9 @@ PIPE_WIDTH = 120
 
 def make_console(**options: Any) -> Console:
     """A Console on stdout, at least PIPE_WIDTH columns wide when stdout is not a terminal."""
+    # Imported here: commands that print no table (the node daemon, plugins) start without rich.
+    from rich.console import Console
+
     if not sys.stdout.isatty() and "width" not in options:
         options["width"] = PIPE_WIDTH
     return Console(**options)

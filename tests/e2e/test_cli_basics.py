@@ -38,7 +38,7 @@ def test_each_tool_loads_only_its_own_modules() -> None:
         "group = typer.main.get_command(app); "
         "ctx = group.make_context('kubedevice', [sys.argv[1]], resilient_parsing=True); "
         "group.get_command(ctx, sys.argv[1]); "
-        "print(' '.join(sorted(m for m in sys.modules if m.startswith('kubedevice.'))))"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith(('kubedevice.', 'rich', 'yaml')))))"
     )
 
     def loaded(command: str) -> set[str]:
@@ -53,6 +53,8 @@ def test_each_tool_loads_only_its_own_modules() -> None:
     node = loaded("node")
     assert "kubedevice.node.cli" in node
     assert not {m for m in node if m.startswith(("kubedevice.plugin", "kubedevice.conformance"))}
+    # Nor does the daemon load before serving what only a table, a manifest or a status view needs.
+    assert not {m for m in node if m.startswith(("rich", "yaml", "kubedevice.node.views"))}
 
 
 def test_help_lists_every_tool() -> None:

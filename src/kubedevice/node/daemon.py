@@ -19,7 +19,6 @@ from prometheus_client import CollectorRegistry
 
 from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from kubedevice.manager import DeviceManager, Pod
-from kubedevice.node import views
 from kubedevice.node.boot import current_boot_id
 from kubedevice.node.config import (
     CHECKPOINT_FAULT_ENV,
@@ -86,14 +85,8 @@ class NodeDaemon:
             {
                 "/healthz": lambda: Response.text("ok\n"),
                 "/metrics": self._metrics_response,
-                "/node": lambda: Response.json(
-                    views.node_view(self._require_manager(), self.paths.checkpoint, self._require_topology())
-                ),
-                "/pods": lambda: Response.json(
-                    views.pods_view(
-                        self._require_manager(), self.pods, self.bad_files, self._require_topology()
-                    )
-                ),
+                "/node": self._node_response,
+                "/pods": self._pods_response,
             }
         )
 
@@ -115,6 +108,19 @@ class NodeDaemon:
         if self.topology is None:
             raise RuntimeError("the node daemon is not started")
         return self.topology
+
+    # The views are imported on the first request: the daemon serves its sockets without them.
+    def _node_response(self) -> Response:
+        from kubedevice.node import views
+
+        manager, topology = self._require_manager(), self._require_topology()
+        return Response.json(views.node_view(manager, self.paths.checkpoint, topology))
+
+    def _pods_response(self) -> Response:
+        from kubedevice.node import views
+
+        manager, topology = self._require_manager(), self._require_topology()
+        return Response.json(views.pods_view(manager, self.pods, self.bad_files, topology))
 
     def _metrics_response(self) -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest

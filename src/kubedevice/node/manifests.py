@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from kubedevice.manager.registration import is_extended_resource_name
 from kubedevice.manager.types import Container, Pod
 from kubedevice.node.quantity import parse_device_count
@@ -60,14 +58,13 @@ def parse_manifest(file_name: str, content: bytes) -> list[PodManifest]:
         text = content.decode("utf-8")
     except UnicodeDecodeError as err:
         raise ManifestError(f"not UTF-8 text: {err}") from None
-    try:
-        if file_name.endswith(".json"):
+    if file_name.endswith(".json"):
+        try:
             docs: list[Any] = [json.loads(text)] if text.strip() else []
-        else:
-            docs = _load_yaml(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as err:
-        kind = "JSON" if file_name.endswith(".json") else "YAML"
-        raise ManifestError(f"{kind} error: {' '.join(str(err).split())}") from None
+        except json.JSONDecodeError as err:
+            raise ManifestError(f"JSON error: {' '.join(str(err).split())}") from None
+    else:
+        docs = _load_yaml(text)
     flat: list[Any] = []
     for doc in docs:
         if isinstance(doc, Mapping) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
@@ -95,13 +92,18 @@ def _load_yaml(text: str) -> list[Any]:
     libyaml words its errors differently, so a file it rejects is read again by the pure loader: the
     documents or the error reported are always the pure loader's.
     """
+    import yaml  # here: the daemon serves before any YAML is read
+
     fast = getattr(yaml, "CSafeLoader", None)
     if fast is not None:
         try:
             return [d for d in yaml.load_all(text, Loader=fast) if d is not None]
         except yaml.YAMLError:
             pass
-    return [d for d in yaml.load_all(text, Loader=yaml.SafeLoader) if d is not None]
+    try:
+        return [d for d in yaml.load_all(text, Loader=yaml.SafeLoader) if d is not None]
+    except yaml.YAMLError as err:
+        raise ManifestError(f"YAML error: {' '.join(str(err).split())}") from None
 
 
 def _parse_pod(doc: Any, index: int, many: bool, content: bytes, file_name: str, digest: str) -> PodManifest:
