@@ -11,11 +11,9 @@ manifest changes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import os
-from collections.abc import AsyncIterator, Iterable
 
 from kubedevice.manager import DeviceManager, DeviceManagerError, Pod, RunContainerOptions
 from kubedevice.node.admission import (
@@ -23,6 +21,7 @@ from kubedevice.node.admission import (
     admit,
     allocate_pod,
     device_needs,
+    holding,
     start_containers,
     wait_for_devices,
     write_checkpoint,
@@ -107,18 +106,29 @@ class PodSync:
         result = await asyncio.to_thread(self._folder.scan)
         self._report_bad_files(result)
         new: list[PodRecord] = []
+        restored: list[str] = []
         for m in result.pods:
             record = PodRecord(m)
             self.pods.add(record)
             if self._restore_terminated(record, saved.get(m.uid)):
                 continue
             if not rebooted and (m.uid in checkpointed or _was_running(saved.get(m.uid), m)):
-                await self._restore_running(manager, record)
+                if await self._restore_running(manager, record):
+                    restored.append(_name(record.pod))
             else:
                 new.append(record)
+        _log_pods(
+            restored,
+            "pod %s was running before the restart: Running",
+            "%d pods were running before the restart: Running (%s, ...)",
+        )
         manager.sources_ready = True
-        for uid in manager.update_allocated_devices(self.pods.active_uids()):
-            log.info("pod %s is gone from the manifests: its devices were freed", uid)
+        freed = manager.update_allocated_devices(self.pods.active_uids())
+        _log_pods(
+            freed,
+            "pod %s is gone from the manifests: its devices were freed",
+            "%d pods are gone from the manifests: their devices were freed (%s, ...)",
+        )
         await self._save_state()
         for record in new:
             self._start_admission(record)
@@ -138,7 +148,7 @@ class PodSync:
             return True
         return False
 
-    async def _restore_running(self, manager: DeviceManager, record: PodRecord) -> None:
+    async def _restore_running(self, manager: DeviceManager, record: PodRecord) -> bool:
         """A pod that was Running before the restart (same boot) goes on without a new admission.
 
         Its containers are still running, so they keep what they hold, devices or none, with no health
@@ -148,9 +158,9 @@ class PodSync:
             record.run_options = await admit(self._topology, manager, record.pod, already_running=True)
         except DeviceManagerError as err:
             self._fail(record, str(err))
-            return
+            return False
         record.phase = "Running"
-        log.info("pod %s was running before the restart: Running", _name(record.pod))
+        return True
 
     def _is_manifest_event(self, name: str, mask: Mask) -> bool:
         if not is_manifest_name(name):
@@ -276,7 +286,7 @@ class PodSync:
         started = asyncio.get_running_loop().create_future()
         before: list[asyncio.Future[None]] = []
         try:
-            async with _holding(self._allocate_locks, needs):
+            async with holding(self._allocate_locks, needs):
                 if not self._pending(record):
                     return
                 await allocate_pod(self._topology, manager, record.pod)
@@ -367,10 +377,16 @@ def _name(pod: Pod) -> str:
     return f"{pod.namespace}/{pod.name} ({pod.uid})"
 
 
-@contextlib.asynccontextmanager
-async def _holding(locks: dict[str, asyncio.Lock], resources: Iterable[str]) -> AsyncIterator[None]:
-    """The locks of `resources`, taken in the order given (sorted: no deadlock between pods)."""
-    async with contextlib.AsyncExitStack() as held:
-        for resource in resources:
-            await held.enter_async_context(locks.setdefault(resource, asyncio.Lock()))
-        yield
+#: Above this many, pods that went the same way at start-up make one line (each is logged at debug level):
+#: a node restarting with 10^4 pods must not write 10^4 lines before it serves.
+_LOG_EACH = 10
+
+
+def _log_pods(pods: list[str], one: str, many: str) -> None:
+    if len(pods) <= _LOG_EACH:
+        for pod in pods:
+            log.info(one, pod)
+        return
+    log.info(many, len(pods), ", ".join(pods[:3]))
+    for pod in pods:
+        log.debug(one, pod)
