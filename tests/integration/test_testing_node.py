@@ -118,3 +118,20 @@ async def test_run_conformance_refuses_a_missing_command_in_one_line() -> None:
     with pytest.raises(AssertionError) as missing:
         await run_conformance("no-such-plugin-binary --plugin-dir {plugin_dir}")
     assert str(missing.value) == "run_conformance: command not found: no-such-plugin-binary"
+
+
+async def test_conformance_looks_for_an_in_process_plugins_cdi_spec_in_its_own_folder(tmp_path: Path) -> None:
+    spec_dir = tmp_path / "cdi"
+    spec_dir.mkdir()
+    config = FakeConfig("example.com/fake", 2, poll_interval=0.1, cdi=True, cdi_spec_dir=str(spec_dir))
+
+    own = await run_conformance(FakePlugin(config), restarts=0, absence=0.5)
+    own.assert_passed()
+    assert own.result("allocate").value == "PASS"
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    named = await run_conformance(FakePlugin(config), restarts=0, absence=0.5, cdi_spec_dirs=[elsewhere])
+    allocate = next(row for row in named.checks if row.name == "allocate")
+    assert allocate.result.value == "WARN"
+    assert "defined by no spec in" in allocate.detail and str(elsewhere) in allocate.detail

@@ -17,6 +17,7 @@ from kubedevice.conformance import run_conformance as run_checks
 from kubedevice.conformance.process import PluginRun, wait_set
 from kubedevice.conformance.runner import command_problem
 from kubedevice.plugin import DevicePlugin, LifecycleEvent
+from kubedevice.plugin.cdi import DEFAULT_SPEC_DIRS
 from kubedevice.testing.serving import ServedPlugin, serve_plugin
 
 
@@ -67,18 +68,24 @@ async def run_conformance(
     timeout: float = 10.0,
     absence: float = 3.0,
     numa_nodes: Sequence[int] | None = None,
+    cdi_spec_dirs: Sequence[str | Path] | None = None,
 ) -> ConformanceReport:
     """Every conformance check against a plugin; the same checks and defaults as `kubedevice conformance`.
 
     A command (a string is split like a shell would, or an argument list) gets `{plugin_dir}` in its
     arguments and $KUBEDEVICE_PLUGIN_DIR set to the checker's folder. `restarts` kubelet restarts are
     made; `absence` is how long kubelet.sock stays away in the last check; `numa_nodes` are the node's
-    NUMA node IDs for the topology check (default: this machine's).
+    NUMA node IDs for the topology check (default: this machine's). `cdi_spec_dirs` are the folders whose
+    CDI specs must define every CDI name an Allocate answers (default: the runtimes' /etc/cdi and
+    /var/run/cdi, plus a DevicePlugin object's own `cdi_spec_dir`, where the SDK writes its spec).
     """
     __tracebackhide__ = True
     launch = None
+    spec_dirs = tuple(Path(d) for d in cdi_spec_dirs) if cdi_spec_dirs is not None else DEFAULT_SPEC_DIRS
     if isinstance(command_or_plugin, DevicePlugin):
         plugin = command_or_plugin
+        if cdi_spec_dirs is None and Path(plugin.cdi_spec_dir) not in spec_dirs:
+            spec_dirs = (*spec_dirs, Path(plugin.cdi_spec_dir))
         command: tuple[str, ...] = (type(plugin).__name__,)
 
         def launch(plugin_dir: Path, log_path: Path) -> PluginRun:
@@ -97,6 +104,7 @@ async def run_conformance(
         restarts=restarts,
         absence_s=absence,
         numa_nodes=None if numa_nodes is None else tuple(numa_nodes),
+        cdi_spec_dirs=spec_dirs,
     )
     try:
         return ConformanceReport(await run_checks(options, launch))
