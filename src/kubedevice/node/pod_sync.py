@@ -205,9 +205,9 @@ class PodSync:
                 if m.succeeded:
                     record.phase = "Succeeded"
                     log.info("pod %s from %s has already succeeded: not admitted", _name(m.pod), m.file)
+                    changed = True
                 else:
-                    self._start_admission(record)
-                changed = True
+                    self._start_admission(record)  # Pending: nothing the state file keeps changed
             elif known.manifest.digest != m.digest:
                 changed |= self._manifest_changed(known, m)
             elif known.manifest.file != m.file:
