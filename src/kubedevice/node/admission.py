@@ -1,5 +1,6 @@
 """Admitting a pod the kubelet's way: the topology manager's admit (hints, merge, devices for every
-container), then each container's run options."""
+container), the checkpoint holding the devices, then each container's run options; and the per-resource
+locks that keep one plugin call at a time."""
 
 from __future__ import annotations
 

@@ -1,11 +1,12 @@
 """Keeping the node's pods in step with the manifest folder (the kubelet's pod config and admission loop).
 
-How pods flow: the folder is scanned whenever its watch reports a change (and in full every
-`rescan_interval`); a new pod is admitted (devices for every container, then each container's run options),
-pods sharing a resource one at a time, as the kubelet admits; a removed file terminates its pods and frees
-their devices. On start, pods found in the checkpoint keep their devices (the manager's fast path) before
-anything is garbage-collected, and pods the state file remembers as Failed or Succeeded stay so until their
-manifest changes.
+How pods flow: the files the folder watch names are read again (and the whole folder every
+`rescan_interval`); a new pod is admitted (devices for every container, the checkpoint holding them, then
+each container's run options), each plugin called one at a time in admission order, as the kubelet
+admits, while the checkpoint write is shared by the pods allocated meanwhile; a removed file terminates
+its pods and frees their devices. On start, pods found in the checkpoint keep their devices (the manager's
+fast path) before anything is garbage-collected, and pods the state file remembers as Failed or Succeeded
+stay so until their manifest changes.
 """
 
 from __future__ import annotations
