@@ -8,11 +8,20 @@ import re
 import signal
 import socket
 import stat
+import subprocess
 from collections.abc import Iterator
 
 import pytest
 
-from tests.node_helpers import NodeProcesses, node_processes, pod_manifest, run_cli, short_tmpdir, wait_for
+from tests.node_helpers import (
+    CLI,
+    NodeProcesses,
+    node_processes,
+    pod_manifest,
+    run_cli,
+    short_tmpdir,
+    wait_for,
+)
 
 GPU = "example.com/gpu"
 NIC = "example.com/nic"
@@ -183,6 +192,44 @@ def test_status_says_where_plugins_register_while_none_has(node: NodeProcesses) 
     assert out.returncode == 0, out.stderr
     hint = f"no device plugin has registered; plugins register at {node.paths.kubelet_socket}"
     assert hint in out.stdout.replace("\n", ""), out.stdout
+
+
+def test_status_wait_for_waits_for_the_daemon_and_the_plugins_devices(node: NodeProcesses) -> None:
+    waiting = subprocess.Popen(
+        [*CLI, "status", "--root-dir", str(node.root), "--wait-for", GPU, "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    node.start_daemon()  # the status call started before the daemon: it waits for it too
+    wait_for(lambda: node.try_status("/node"), "the daemon to answer")
+    assert waiting.poll() is None  # no plugin yet: still waiting
+    node.start_plugin(GPU, 2)
+    out, err = waiting.communicate(timeout=30)
+    assert waiting.returncode == 0, err
+    assert json.loads(out)["allocatable"] == {GPU: 2}
+
+    late = run_cli(
+        "status", "--root-dir", str(node.root), "--wait-for", GPU, "--wait-for", NIC, "--timeout", "0.2"
+    )
+    assert late.returncode == 1
+    assert late.stderr.splitlines() == [
+        f"error: status: {NIC}: no allocatable device after 0.2 s — start its plugin with --plugin-dir "
+        f"{node.paths.plugin_dir} (`kubedevice status` shows what registered)"
+    ]
+
+
+def test_status_wait_for_a_daemon_that_never_answers() -> None:
+    root = short_tmpdir()
+    try:
+        result = run_cli("status", "--root-dir", str(root), "--wait-for", GPU, "--timeout", "0.2")
+    finally:
+        root.rmdir()
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: status: cannot reach the node daemon at") and line.endswith(
+        "after 0.2 s — start the daemon, then its plugins"
+    ), line
 
 
 BAD_MANIFESTS = {

@@ -90,7 +90,11 @@ def test_the_node_daemon_block_runs_as_written(shell: Shell) -> None:
     assert [line.split()[1] for line in start][:2] == ["node", "plugin"]  # then more nodes, as examples
     for line in start:
         shell.line(line)
-    wait_for(lambda: (shell.root / "manifests").is_dir(), "the daemon's manifest folder")
+    wait = next(line for line in lines if "--wait-for" in line)
+    assert lines.index(wait) < next(i for i, line in enumerate(lines) if line.startswith("cp "))
+    waited = shell.line(wait)
+    assert waited is not None and waited.returncode == 0, waited and waited.stderr
+    assert "example.com/gpu" in waited.stdout
     copy = next(line for line in lines if line.startswith("cp "))
     assert shell.line(copy).returncode == 0  # type: ignore[union-attr]
     wait_for(lambda: _pods(shell).get("one-gpu") == "Running", "the sample pod to be Running")

@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +48,45 @@ def _status_get(root_dir: Path | None, path: str) -> Any:
     return json.loads(body)
 
 
+def _wait_allocatable(root_dir: Path | None, resources: list[str], timeout: float) -> Any:
+    """The daemon's /node answer once every resource has an allocatable device.
+
+    A daemon that is not answering yet is waited for too: the README starts it in the background and
+    asks right after. A pod written before its plugin registered would run without devices, as on the
+    kubelet, so scripts wait here before they write pods.
+    """
+    paths = NodePaths.under(root_dir if root_dir is not None else default_root_dir())
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            data = json.loads(asyncio.run(get(paths.status_socket, "/node")))
+        except StatusClientError as err:
+            problem = f"{err} after {timeout:g} s — start the daemon, then its plugins"
+        else:
+            missing = [r for r in resources if int(data["allocatable"].get(r, 0)) == 0]
+            if not missing:
+                return data
+            problem = (
+                f"{', '.join(missing)}: no allocatable device after {timeout:g} s — start its plugin with "
+                f"--plugin-dir {paths.plugin_dir} (`kubedevice status` shows what registered)"
+            )
+        if time.monotonic() >= deadline:
+            fail(problem, 1)
+        time.sleep(0.1)
+
+
 def status(
     root_dir: Path | None = typer.Option(None, "--root-dir", help=ROOT_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the daemon's JSON answer."),
+    wait_for: list[str] = typer.Option(
+        [],
+        "--wait-for",
+        help="Wait until this resource has an allocatable device (repeatable), then print the status.",
+    ),
+    timeout: float = typer.Option(30.0, "--timeout", min=0, help="Seconds --wait-for waits at most."),
 ) -> None:
     """The node's device-plugin resources: capacity, allocatable, devices, endpoints."""
-    data = _status_get(root_dir, "/node")
+    data = _wait_allocatable(root_dir, wait_for, timeout) if wait_for else _status_get(root_dir, "/node")
     if as_json:
         typer.echo(json.dumps(data, indent=1))
     else:

@@ -196,7 +196,8 @@ TRY_IT_YOURSELF = """
 try it yourself (from a clone of the repository, after `. .venv/bin/activate`):
   kubedevice node --root-dir /tmp/kd &
   kubedevice plugin fake --resource example.com/gpu --devices 4 --plugin-dir /tmp/kd/device-plugins &
-  cp examples/pods/one-gpu.yaml /tmp/kd/manifests/     # then: kubedevice status --root-dir /tmp/kd
+  kubedevice status --root-dir /tmp/kd --wait-for example.com/gpu
+  cp examples/pods/one-gpu.yaml /tmp/kd/manifests/     # then: kubedevice pods --root-dir /tmp/kd
 """
 
 
