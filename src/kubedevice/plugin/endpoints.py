@@ -7,8 +7,10 @@ every server is closed on stop, even one being started when stop() cancels the s
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +25,13 @@ from kubedevice.plugin.errors import ConfigError
 from kubedevice.plugin.events import EventBus, EventKind
 from kubedevice.plugin.naming import check_socket_path
 from kubedevice.plugin.service import DevicePluginService, WatcherRegistrationService
+
+log = logging.getLogger(__name__)
+
+#: How long one try of the socket's self-check waits before looking whether the file is still there.
+_CHECK_SLICE_S = 0.25
+#: Fresh sockets deleted before they answered, in a row, before giving up.
+_GONE_RETRIES = 10
 
 
 @dataclass
@@ -68,10 +77,44 @@ class PluginEndpoints:
                 return check_socket_path(path)
 
     async def serve_new(self) -> None:
-        """Serve on a fresh socket, checked to answer; the one served until now is retired."""
-        path = self._next_socket_path()
-        service = self._make_service()
+        """Serve on a fresh socket, checked to answer; the one served until now is retired.
+
+        A kubelet that starts removes every socket in the folder: one bound at that moment is gone before
+        it could answer. That is no configuration error, so a fresh socket is served, a few times over.
+        """
+        for _ in range(_GONE_RETRIES):
+            path = self._next_socket_path()
+            endpoint = self._bind(path)
+            # Listed from the start, so a stop() that cancels us half-way still closes this server:
+            # a gRPC server left running past the event loop hangs interpreter exit.
+            self._retired.append(endpoint)
+            await endpoint.server.start()
+            try:
+                await _check_answers(path)
+            except (grpc.aio.AioRpcError, _SocketGone) as exc:
+                self._retired.remove(endpoint)
+                await _close(endpoint)
+                if isinstance(exc, _SocketGone):
+                    log.info(
+                        "own socket %s was deleted before it answered (a kubelet restart?): serving anew",
+                        path,
+                    )
+                    continue
+                raise ConfigError(f"own socket {path} does not answer: {exc.details()}") from exc
+            self._retired.remove(endpoint)
+            if self._current is not None:
+                self._retired.append(self._current)
+            self._current = endpoint
+            self._events.emit(EventKind.SERVING, endpoint=path)
+            return
+        raise ConfigError(
+            f"own sockets in {self._plugin_dir} were deleted {_GONE_RETRIES} times in a row before "
+            "they could answer — check what removes files from the plugin folder"
+        )
+
+    def _bind(self, path: str) -> _Endpoint:
         server = grpc.aio.server()
+        service = self._make_service()
         dp_grpc.add_DevicePluginServicer_to_server(service, server)
         if self._watcher_service is not None:
             reg_grpc.add_RegistrationServicer_to_server(self._watcher_service, server)
@@ -79,22 +122,7 @@ class PluginEndpoints:
             server.add_insecure_port(f"unix://{path}")
         except RuntimeError as exc:
             raise ConfigError(f"cannot bind {path}: {exc}") from exc
-        endpoint = _Endpoint(path, server, service)
-        # Listed from the start, so a stop() that cancels us half-way still closes this server:
-        # a gRPC server left running past the event loop hangs interpreter exit.
-        self._retired.append(endpoint)
-        await server.start()
-        try:
-            await _check_answers(path)
-        except grpc.aio.AioRpcError as exc:
-            self._retired.remove(endpoint)
-            await _close(endpoint)
-            raise ConfigError(f"own socket {path} does not answer: {exc.details()}") from exc
-        self._retired.remove(endpoint)
-        if self._current is not None:
-            self._retired.append(self._current)
-        self._current = endpoint
-        self._events.emit(EventKind.SERVING, endpoint=path)
+        return _Endpoint(path, server, service)
 
     async def retire_old(self) -> None:
         # Unlisted only once closed: if stop() cancels us mid-way, it closes the rest.
@@ -110,11 +138,34 @@ class PluginEndpoints:
             await _close(endpoint)
 
 
+class _SocketGone(Exception):
+    """The socket file was removed before the server behind it answered."""
+
+
 async def _check_answers(path: str) -> None:
+    """GetDevicePluginOptions on our own socket, as the kubelet dials it inside Register.
+
+    Asked in short slices, so that a socket file deleted meanwhile is noticed at once rather than
+    after the whole dial timeout (gRPC keeps reconnecting to a path that no longer exists).
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DIAL_TIMEOUT_S
     async with grpc.aio.insecure_channel(f"unix://{path}") as channel:
-        await dp_grpc.DevicePluginStub(channel).GetDevicePluginOptions(
-            dp.Empty(), timeout=DIAL_TIMEOUT_S, wait_for_ready=True
-        )
+        stub = dp_grpc.DevicePluginStub(channel)
+        while True:
+            remaining = deadline - loop.time()
+            try:
+                await stub.GetDevicePluginOptions(
+                    dp.Empty(), timeout=min(_CHECK_SLICE_S, max(remaining, 0.001)), wait_for_ready=True
+                )
+                return
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() is not grpc.StatusCode.DEADLINE_EXCEEDED:
+                    raise
+                if not await asyncio.to_thread(os.path.lexists, path):
+                    raise _SocketGone(path) from exc
+                if remaining <= _CHECK_SLICE_S:
+                    raise
 
 
 async def _close(endpoint: _Endpoint) -> None:
