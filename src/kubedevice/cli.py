@@ -48,25 +48,26 @@ def _commands_of(module_name: str, command: str) -> dict[str, Any]:
 
 
 #: Placeholders in help and usage lines: plain capitals, as in man pages, never `<path>` or `{path}`
-#: (which reads like the conformance checker's `{plugin_dir}` token).
-_METAVARS = {"path": "PATH", "str": "TEXT", "int": "N", "float": "NUMBER"}
+#: (which reads like the conformance checker's `{plugin_dir}` token). Keys are click's type names.
+_METAVARS = {"path": "PATH", "text": "TEXT", "str": "TEXT", "integer": "N", "int": "N", "float": "NUMBER"}
 
 
 def _plain_metavars(command: Any) -> None:
     for param in getattr(command, "params", []):
         if param.param_type_name == "argument":
-            # An argument is shown by its name (PATH, -- COMMAND [ARGS...]); its type would repeat it.
-            param.display_type_rich = lambda ctx=None: None
+            # An argument is shown by its name (PATH, -- COMMAND [ARGS...]), in usage lines too.
             param.metavar = param.metavar or param.name.upper()
             if param.required and param.nargs == 1:
-                param._usage_display_name = lambda name=param.metavar: name  # PATH, not {PATH}
+                param.make_metavar = lambda ctx=None, usage=False, name=param.metavar: name
             continue
         if getattr(param, "is_flag", False) or getattr(param, "metavar", None):
             continue
-        label = param.display_type(None).strip("<>")
-        if "|" not in label:  # choices read best as they are: a|b
-            label = _METAVARS.get(label.split()[0], label.split()[0].upper())
-        param.metavar = label
+        choices = param.type.get_metavar(param, ctx=None)
+        if choices:  # choices read best as they are: a|b
+            param.metavar = choices.strip("[]")
+        else:
+            kind = param.type.name.split()[0]  # "integer range" is still an integer
+            param.metavar = _METAVARS.get(kind, kind.upper())
     for sub in getattr(command, "commands", {}).values():
         _plain_metavars(sub)
 
