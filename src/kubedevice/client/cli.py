@@ -39,8 +39,12 @@ podresources_app = typer.Typer(
 )
 
 
+def _node_paths(root_dir: Path | None) -> NodePaths:
+    return NodePaths.under(root_dir if root_dir is not None else default_root_dir())
+
+
 def _status_get(root_dir: Path | None, path: str) -> Any:
-    paths = NodePaths.under(root_dir if root_dir is not None else default_root_dir())
+    paths = _node_paths(root_dir)
     try:
         body = asyncio.run(get(paths.status_socket, path))
     except StatusClientError as err:
@@ -55,7 +59,7 @@ def _wait_allocatable(root_dir: Path | None, resources: list[str], timeout: floa
     asks right after. A pod written before its plugin registered would run without devices, as on the
     kubelet, so scripts wait here before they write pods.
     """
-    paths = NodePaths.under(root_dir if root_dir is not None else default_root_dir())
+    paths = _node_paths(root_dir)
     deadline = time.monotonic() + timeout
     while True:
         try:

@@ -195,7 +195,7 @@ class PodSync:
                 continue  # a file this scan did not look at
             if record.uid not in current and file not in result.errors:
                 # Without metadata.uid an edit makes a new pod: the old one ends, its file still there.
-                edited = record.manifest.file in files
+                edited = file in files
                 self._terminate(record, "its manifest changed" if edited else "its manifest was removed")
                 changed = True
         for m in result.pods:
