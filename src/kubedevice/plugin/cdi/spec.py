@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 #: The released spec versions a consumer accepts; 0.3.0 is the oldest the CDI libraries still read.
@@ -138,7 +139,7 @@ class CDISpec:
 
     def qualified_name(self, device: str) -> str:
         """``vendor/class=device`` for a device this spec defines: the name an Allocate answer carries."""
-        if device not in {d.name for d in self.devices}:
+        if device not in self._device_names:
             raise CDIError(
                 f"CDI device {device!r} is not defined by the spec of kind {self.kind!r} — "
                 "add it to the spec's devices"
@@ -150,6 +151,11 @@ class CDISpec:
         if devices is None:
             return [f"{self.kind}={d.name}" for d in self.devices]
         return [self.qualified_name(device) for device in devices]
+
+    @cached_property
+    def _device_names(self) -> frozenset[str]:
+        # Built once per spec, not once per name an Allocate answer asks for.
+        return frozenset(d.name for d in self.devices)
 
     def file_name(self) -> str:
         """``vendor-class.json``, the naming the CDI tooling uses for a generated spec."""
