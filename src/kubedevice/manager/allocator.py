@@ -1,11 +1,11 @@
 """Allocation: which devices a container gets, and recording them (the kubelet's Allocate path).
 
-`Allocator.allocate` is the kubelet's `Allocate` / `allocateContainerResources`: per device-plugin resource of
-the container, `devicesToAllocate` (reuse, health checks, `filterByAffinity`, the plugin's preferred
-allocation and a re-check of the candidates after that call), the plugin's Allocate, then the pod devices
-and a checkpoint write. `update_allocated_devices` is the kubelet's garbage collection of gone pods.
-Devices picked for an allocation are reserved at once and re-checked after every await, so concurrent
-admissions never hand out a device twice and a hung plugin delays only the requests that wait on it.
+`Allocator.allocate` is the kubelet's `Allocate` / `allocateContainerResources`: per device-plugin resource,
+`devicesToAllocate` (reuse, health checks, `filterByAffinity`, the plugin's preferred allocation, a re-check
+of the candidates after that call), the plugin's Allocate, the pod devices and a checkpoint write (or, for the
+node daemon, `write_checkpoint` later). `update_allocated_devices` is the kubelet's garbage collection of gone
+pods. Picked devices are reserved at once and re-checked after every await: concurrent admissions never hand
+out a device twice, and a hung plugin delays only the requests that wait on it.
 """
 
 from __future__ import annotations
@@ -114,34 +114,34 @@ class Allocator:
     async def allocate(
         self, pod: Pod, container: Container, *, already_running: bool = False, durable: bool | None = None
     ) -> None:
-        """Give `container` its devices. Call for init containers first, in order.
+        """Give `container` its devices (init containers first, in order). Raises AdmissionError.
 
-        `already_running` says the container survived a restart of this manager and keeps its
-        checkpointed devices without any check. `durable` (default `checkpoint_each_allocate`): wait
-        for the checkpoint write holding them. Raises AdmissionError.
+        `already_running`: it survived a restart of this manager and keeps its checkpointed devices without
+        any check. `durable` (default `checkpoint_each_allocate`): wait for the checkpoint write holding them.
         """
         for resource, quantity in container.limits.items():
             if quantity < 0:
-                raise AdmissionError(
-                    f'container "{container.name}" of pod "{pod.uid}" requests a negative quantity '
-                    f"{quantity} of {resource}"
-                )
-        # Containers of one pod are admitted one at a time, in the caller's order, as the kubelet does;
-        # different pods proceed concurrently.
+                who = f'container "{container.name}" of pod "{pod.uid}"'
+                raise AdmissionError(f"{who} requests a negative quantity {quantity} of {resource}")
+        # A pod's containers one at a time, in the caller's order, as the kubelet; pods go concurrently.
         admission = self._admitting.setdefault(pod.uid, _Admission())
         admission.users += 1
         try:
             async with admission.lock:
                 allocated = await self._admit_container(pod, container, already_running)
                 if allocated and (self.checkpoint_each_allocate if durable is None else durable):
-                    try:
-                        await self._writer.write()
-                    except CheckpointWriteError as err:
-                        raise AdmissionError(str(err)) from None
+                    await self.write_checkpoint()
         finally:
             admission.users -= 1
             if not admission.users:
                 del self._admitting[pod.uid]
+
+    async def write_checkpoint(self) -> None:
+        """Once a write begun after this call is on disk (shared: group commit); else AdmissionError."""
+        try:
+            await self._writer.write()
+        except CheckpointWriteError as err:
+            raise AdmissionError(str(err)) from None
 
     async def _admit_container(self, pod: Pod, container: Container, already_running: bool) -> bool:
         # Keep only the pods being admitted in the reuse pool, as the kubelet keeps only the current one.

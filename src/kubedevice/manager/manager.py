@@ -292,5 +292,6 @@ class DeviceManager:
         return self._state.changes.subscribe(listener)
 
     async def write_checkpoint(self) -> None:
-        """Return once a checkpoint write that began after this call is on disk (group commit)."""
-        await self._writer.write()
+        """Return once a checkpoint write that began after this call is on disk (group commit); raises
+        AdmissionError with the writer's text when it cannot be written."""
+        await self._allocator.write_checkpoint()

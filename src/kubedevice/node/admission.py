@@ -10,9 +10,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Iterable
 
-from kubedevice.checkpoint.writer import CheckpointWriteError
 from kubedevice.manager import (
-    AdmissionError,
     Container,
     DeviceManager,
     DeviceManagerError,
@@ -61,7 +59,7 @@ async def allocate_pod(
     topology: TopologyManager, manager: DeviceManager, pod: Pod, *, already_running: bool = False
 ) -> None:
     """The topology manager's admit: hints merged and stored, then every container's devices. With a
-    manager that does not checkpoint each Allocate, the devices are not on disk yet (write_checkpoint)."""
+    manager that does not checkpoint each Allocate, the devices are not on disk yet (its write_checkpoint)."""
     if already_running:
         manager.mark_running((pod.uid, c.name) for c in _starting_order(pod))
     result = await topology.admit(pod)
@@ -75,15 +73,6 @@ async def allocate_pod(
         raise result.error
     else:
         raise PodRejected(result.reason, f"Pod was rejected: {result.message}")
-
-
-async def write_checkpoint(manager: DeviceManager) -> None:
-    """Return once the checkpoint holding every allocation made so far is on disk (several pods admitted
-    meanwhile share one write). Raises AdmissionError with the manager's text when it cannot be written."""
-    try:
-        await manager.write_checkpoint()
-    except CheckpointWriteError as err:
-        raise AdmissionError(str(err)) from None
 
 
 async def start_containers(

@@ -25,7 +25,6 @@ from kubedevice.node.admission import (
     holding,
     start_containers,
     wait_for_devices,
-    write_checkpoint,
 )
 from kubedevice.node.config import NodeConfig, NodePaths
 from kubedevice.node.durations import format_duration
@@ -294,7 +293,7 @@ class PodSync:
                 before = [f for r in needs if (f := self._last_start.get(r)) is not None and not f.done()]
                 self._last_start.update(dict.fromkeys(needs, started))
             if needs:
-                await write_checkpoint(manager)
+                await manager.write_checkpoint()
             if before:
                 await asyncio.wait(before)  # never cancels them, even when this admission is
             if self._pending(record):
