@@ -17,6 +17,10 @@ from kubedevice.checkpoint import (
     encode,
     spew_text,
 )
+from kubedevice.checkpoint.spew import (
+    spew_bytes,
+    spew_bytes_each,
+)
 
 # Any Unicode but lone surrogates (which no Go string or protobuf string can hold), with the characters
 # that stress both the JSON escaping and the unquoted spew text drawn more often.
@@ -80,3 +84,22 @@ def test_any_change_to_a_checksum_digit_is_detected(data: CheckpointData, draw: 
         pass  # no longer a number, or not JSON at all: a format error
     else:
         raise AssertionError(f"damaged checksum accepted: {decoded.checksum}")
+
+
+@SETTINGS
+@given(st.lists(st.none() | st.binary(max_size=300), max_size=12))
+def test_many_responses_spew_as_each_alone(responses: list[bytes | None]) -> None:
+    # The batch rendering a restart uses gives what go-spew prints for each []uint8 on its own.
+    expected = ["<nil>" if r is None else "[" + " ".join(str(b) for b in r) + "]" for r in responses]
+    assert spew_bytes_each(responses) == expected
+    assert [spew_bytes(r) for r in responses] == expected
+
+
+def test_every_byte_value_spews_as_its_decimal() -> None:
+    every = bytes(range(256))
+    assert spew_bytes_each([every, b"", None, every[::-1]]) == [
+        "[" + " ".join(map(str, range(256))) + "]",
+        "[]",
+        "<nil>",
+        "[" + " ".join(map(str, reversed(range(256)))) + "]",
+    ]

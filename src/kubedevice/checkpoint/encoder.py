@@ -23,7 +23,14 @@ import fnv_c.ext
 
 from kubedevice.checkpoint.json_writer import NEEDS_ESCAPE, encode, json_entry, json_str, json_strlist
 from kubedevice.checkpoint.model import CheckpointData, PodDevicesEntry
-from kubedevice.checkpoint.spew import SPEW_HEAD, SPEW_REG, spew_bytes, spew_device_ids, spew_strlist, utf8
+from kubedevice.checkpoint.spew import (
+    SPEW_HEAD,
+    SPEW_REG,
+    spew_bytes_each,
+    spew_device_ids,
+    spew_strlist,
+    utf8,
+)
 
 _FNV1A_32_INIT: Final = 0x811C9DC5
 _FNV_32_PRIME: Final = 0x01000193
@@ -55,11 +62,11 @@ def _load_continued_fnv1a() -> Callable[[int, bytes], int] | None:
 _CONTINUED_FNV1A: Final = _load_continued_fnv1a()
 
 
-def _spew_entry(e: PodDevicesEntry) -> bytes:
+def _spew_entry(e: PodDevicesEntry, response: str) -> bytes:
     return utf8(
         f"{{PodUID:(string){e.pod_uid} ContainerName:(string){e.container_name}"
         f" ResourceName:(string){e.resource_name} DeviceIDs:{spew_device_ids(e.device_ids, False)}"
-        f" AllocResp:([]uint8){spew_bytes(e.alloc_resp)}}}"
+        f" AllocResp:([]uint8){response}}}"
     )
 
 
@@ -140,10 +147,12 @@ class CheckpointEncoder:
             entries_json, spew_close = [b"null"], _SPEW_REG_BYTES
         else:
             state = states[-1] if states else fnv(_FNV1A_32_INIT, _SPEW_HEAD_OPEN)
+            # The first write after a restart encodes every entry: their responses are rendered at once.
+            responses = spew_bytes_each([e.alloc_resp for e in entries[keep:]])
             for i in range(keep, len(entries)):
                 e = entries[i]
                 json_parts.append((b"," if i else b"[") + utf8(json_entry(e)))
-                spew = _spew_entry(e)
+                spew = _spew_entry(e, responses[i - keep])
                 state = fnv(state, b" " + spew if i else spew)
                 states.append(state)
             for c in range(len(chunks), len(json_parts) // size):

@@ -46,6 +46,10 @@ def spew_device_ids(ids: Mapping[int, Sequence[str] | None] | Sequence[str] | No
         return "(checkpoint.DevicesPerNUMA)<nil>"
     if not isinstance(ids, Mapping):
         raise TypeError("v2 device IDs must map NUMA node to device IDs")
+    if len(ids) == 1:
+        # Nearly every entry has its devices on one NUMA node: no sort, no generator (10^4 per restart).
+        ((node, devices),) = ids.items()
+        return f"(checkpoint.DevicesPerNUMA)map[{node}:{spew_strlist(devices)}]"
     return (
         "(checkpoint.DevicesPerNUMA)map["
         + " ".join(f"{node}:{spew_strlist(ids[node])}" for node in sorted(ids))
@@ -58,11 +62,42 @@ _DECIMAL: Final = [str(byte) for byte in range(256)]
 
 def spew_bytes(raw: bytes | None) -> str:
     # go-spew prints []uint8 as decimal numbers. A lookup table is the fastest way found to do that in
-    # Python, which matters when 10,000 entries are hashed on every write.
+    # Python for one value; many values at once go through spew_bytes_each.
     if raw is None:
         return "<nil>"
     decimal = _DECIMAL
     return "[" + " ".join([decimal[byte] for byte in raw]) + "]"
+
+
+# Translation tables giving each byte's hundreds, tens and ones digit; NUL stands for a leading zero.
+_HUNDREDS: Final = bytes(0x30 + b // 100 if b >= 100 else 0 for b in range(256))
+_TENS: Final = bytes(0x30 + b // 10 % 10 if b >= 10 else 0 for b in range(256))
+_ONES: Final = bytes(0x30 + b % 10 for b in range(256))
+#: Marks the end of one value's text; never a digit or a space.
+_END: Final = ord("|")
+
+
+def spew_bytes_each(raws: Sequence[bytes | None]) -> list[str]:
+    """:func:`spew_bytes` of every value, 3-4x faster for many values (a restart hashes ~10^6 bytes).
+
+    All the bytes are rendered together in C-level passes: each byte gets four slots (hundreds, tens,
+    ones, space) filled by `bytes.translate`, the slots of leading zeros are deleted in one more pass, and
+    the text is cut where each value's last slot was marked.
+    """
+    filled = [raw for raw in raws if raw]
+    joined = b"".join(filled)
+    count = len(joined)
+    slots = bytearray(4 * count)
+    slots[0::4] = joined.translate(_HUNDREDS)
+    slots[1::4] = joined.translate(_TENS)
+    slots[2::4] = joined.translate(_ONES)
+    slots[3::4] = b" " * count
+    end = 0
+    for raw in filled:
+        end += 4 * len(raw)
+        slots[end - 1] = _END
+    texts = iter(slots.translate(None, b"\0").decode("ascii").split("|"))
+    return ["<nil>" if raw is None else f"[{next(texts)}]" if raw else "[]" for raw in raws]
 
 
 def spew_document(
@@ -72,14 +107,16 @@ def spew_document(
     if entries is None:
         parts.append("<nil>")
     else:
+        entries = list(entries)
+        responses = spew_bytes_each([e.alloc_resp for e in entries])
         parts.append(
             "["
             + " ".join(
                 [
                     f"{{PodUID:(string){e.pod_uid} ContainerName:(string){e.container_name}"
                     f" ResourceName:(string){e.resource_name} DeviceIDs:{spew_device_ids(e.device_ids, v1)}"
-                    f" AllocResp:([]uint8){spew_bytes(e.alloc_resp)}}}"
-                    for e in entries
+                    f" AllocResp:([]uint8){response}}}"
+                    for e, response in zip(entries, responses, strict=True)
                 ]
             )
             + "]"
