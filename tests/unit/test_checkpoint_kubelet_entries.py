@@ -8,8 +8,10 @@ import json
 
 import pytest
 
+from kubedevice.checkpoint.decode import _public, _raw_spew
 from kubedevice.checkpoint.errors import CheckpointFormatError
 from kubedevice.checkpoint.json_reader import Decoder, parse_json
+from kubedevice.checkpoint.model import DecodedCheckpoint
 
 KUBELET = {
     "PodUID": "uid-1",
@@ -24,12 +26,14 @@ def _document(*entries: object) -> bytes:
     return json.dumps({"Data": {"PodDeviceEntries": list(entries), "RegisteredDevices": {}}}).encode()
 
 
-def _decoded(raw: bytes, walk: bool) -> object:
+def _decoded(raw: bytes, walk: bool) -> tuple[DecodedCheckpoint, bytes] | str:
+    """What a read gives (the entries, and the text the checksum is computed over), or the error."""
     doc, _scrub = parse_json(raw)
     try:
-        return Decoder(v1=False, scrub=walk).checkpoint(doc)
+        decoded = Decoder(v1=False, scrub=walk).checkpoint(doc)
     except CheckpointFormatError as err:
         return str(err)
+    return _public(decoded, 2), _raw_spew(decoded, v1=False)
 
 
 @pytest.mark.parametrize(
@@ -71,4 +75,14 @@ def test_an_entries_list_given_twice_reuses_its_entries_as_go_does() -> None:
     )
     fast = _decoded(raw, walk=False)
     assert fast == _decoded(raw, walk=True)
-    assert fast.entries[0].device_ids == {0: ["a"], 1: ["z"]}  # type: ignore[attr-defined]
+    assert not isinstance(fast, str)
+    entries = fast[0].data.pod_device_entries
+    assert entries is not None
+    assert entries[0].device_ids == {0: ["a"], 1: ["z"]}
+
+
+def test_only_the_kubelet_shape_skips_the_walk() -> None:
+    doc, _scrub = parse_json(_document(KUBELET, {**KUBELET, "DeviceIDs": {"01": ["a"]}}))
+    entries = Decoder(v1=False, scrub=False).checkpoint(doc).entries
+    assert entries is not None
+    assert [type(e).__name__ for e in entries] == ["PodDevicesEntry", "_RawEntry"]

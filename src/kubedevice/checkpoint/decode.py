@@ -29,6 +29,9 @@ def _public(raw: RawCheckpoint, version: int) -> DecodedCheckpoint:
     if raw.entries is not None:
         entries = []
         for e in raw.entries:
+            if isinstance(e, PodDevicesEntry):
+                entries.append(e)  # the kubelet's own shape, decoded straight into its final form
+                continue
             ids = e.device_ids
             device_ids: dict[int, list[str]] | None
             if version == 1:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from kubedevice.checkpoint.errors import CheckpointFormatError
+from kubedevice.checkpoint.model import PodDevicesEntry
 from kubedevice.checkpoint.spew import utf8
 
 #
@@ -105,7 +106,8 @@ class _RawEntry:
 @dataclass(slots=True)
 class RawCheckpoint:
     # The kubelet decodes into an empty slice and an empty map, so absent fields stay empty, not nil.
-    entries: list[_RawEntry] | None
+    #: An entry of the kubelet's exact shape is decoded straight into its final form.
+    entries: list[_RawEntry | PodDevicesEntry] | None
     registered: dict[str, list[str] | None] | None
     checksum: int = 0
 
@@ -170,16 +172,30 @@ class Decoder:
             elif name == "RegisteredDevices":
                 raw.registered = self.registered(item, raw.registered)
 
-    def entries(self, value: object, current: list[_RawEntry] | None) -> list[_RawEntry] | None:
+    def entries(
+        self, value: object, current: list[_RawEntry | PodDevicesEntry] | None
+    ) -> list[_RawEntry | PodDevicesEntry] | None:
         path = "Data.PodDeviceEntries"
         if value is None:
             return None
         if not isinstance(value, list):
             raise _type_error(path, value, "an array of entries")
         old = current or []
-        result = []
+        result: list[_RawEntry | PodDevicesEntry] = []
+        fast = not (self.v1 or self.scrub)
         for i, item in enumerate(value):
+            if fast and i >= len(old) and type(item) is _Object:
+                finished = _kubelet_entry(item.pairs)
+                if finished is not None:
+                    result.append(finished)
+                    continue
             entry = old[i] if i < len(old) else _RawEntry()
+            if isinstance(entry, PodDevicesEntry):
+                # Decoded a second time (a repeated key): Go decodes into the same entry, in place.
+                ids: dict[int, list[str] | None] = dict(entry.device_ids or {})
+                entry = _RawEntry(
+                    entry.pod_uid, entry.container_name, entry.resource_name, ids, entry.alloc_resp
+                )
             self.entry(item, entry, f"{path}[{i}]")
             result.append(entry)
         return result
@@ -203,8 +219,6 @@ class Decoder:
             return
         if not isinstance(value, _Object):
             raise _type_error(path, value, "an object")
-        if self._kubelet_entry(value.pairs, entry):
-            return
         for key, item in value.pairs:
             name = _field(key, ("PodUID", "ContainerName", "ResourceName", "DeviceIDs", "AllocResp"))
             if name == "PodUID":
@@ -217,43 +231,6 @@ class Decoder:
                 entry.device_ids = self.device_ids(item, entry.device_ids, f"{path}.DeviceIDs")
             elif name == "AllocResp":
                 entry.alloc_resp = self.alloc_resp(item, entry.alloc_resp, f"{path}.AllocResp")
-
-    def _kubelet_entry(self, pairs: list[tuple[str, object]], entry: _RawEntry) -> bool:
-        """Decode an entry of the exact shape the kubelet writes (each field once, in its order, of its
-        type, v2, into a fresh entry) without the general walk; False (entry untouched) for anything else,
-        which the walk then decodes or reports. A restart reads 10^4 such entries."""
-        if self.v1 or self.scrub or entry.device_ids is not None or len(pairs) != 5:
-            return False
-        (k1, uid), (k2, container), (k3, resource), (k4, ids), (k5, resp) = pairs
-        if (
-            (k1, k2, k3, k4, k5) != _ENTRY_FIELDS
-            or type(uid) is not str
-            or type(container) is not str
-            or type(resource) is not str
-            or type(ids) is not _Object
-            or type(resp) is not str
-            or len(resp) % 4
-            or not resp.isascii()
-        ):
-            return False
-        device_ids: dict[int, list[str] | None] = {}
-        for node, devices in ids.pairs:
-            # Plain decimal NUMA nodes; a sign, leading zeros or a long number take the exact walk.
-            if not (node.isascii() and node.isdigit() and len(node) < 19 and (node == "0" or node[0] != "0")):
-                return False
-            if devices is not None and (
-                type(devices) is not list or not all(type(d) is str for d in devices)
-            ):
-                return False
-            device_ids[int(node)] = devices
-        try:
-            # Go's reader also skips line breaks; a response with any takes the exact walk.
-            alloc_resp = binascii.a2b_base64(resp.encode("ascii"), strict_mode=True)
-        except binascii.Error:
-            return False
-        entry.pod_uid, entry.container_name, entry.resource_name = uid, container, resource
-        entry.device_ids, entry.alloc_resp = device_ids, alloc_resp
-        return True
 
     def device_ids(
         self, value: object, current: dict[int, list[str] | None] | list[str] | None, path: str
@@ -296,6 +273,44 @@ class Decoder:
                     result.append(old[i] if i < len(old) else 0)
             return bytes(result)
         raise _type_error(path, value, "a base64 string")
+
+
+def _kubelet_entry(pairs: list[tuple[str, object]]) -> PodDevicesEntry | None:
+    """Decode an entry of the exact shape the kubelet writes (each field once, in its order, of its type,
+    no null device list) without the general walk; None for anything else, which the walk then decodes or
+    reports. A restart reads 10^4 such entries. The caller checks the rest: v2, no scrubbing, a fresh entry.
+    """
+    if len(pairs) != 5:
+        return None
+    (k1, uid), (k2, container), (k3, resource), (k4, ids), (k5, resp) = pairs
+    if (
+        (k1, k2, k3, k4, k5) != _ENTRY_FIELDS
+        or type(uid) is not str
+        or type(container) is not str
+        or type(resource) is not str
+        or type(ids) is not _Object
+        or type(resp) is not str
+        or len(resp) % 4
+        or not resp.isascii()
+    ):
+        return None
+    device_ids: dict[int, list[str]] = {}
+    for node, devices in ids.pairs:
+        # Plain decimal NUMA nodes; a sign, leading zeros or a long number take the exact walk.
+        if not (node.isascii() and node.isdigit() and len(node) < 19 and (node == "0" or node[0] != "0")):
+            return None
+        if type(devices) is not list:
+            return None
+        for device in devices:
+            if type(device) is not str:
+                return None
+        device_ids[int(node)] = devices
+    try:
+        # Go's reader also skips line breaks; a response with any takes the exact walk.
+        alloc_resp = binascii.a2b_base64(resp.encode("ascii"), strict_mode=True)
+    except binascii.Error:
+        return None
+    return PodDevicesEntry(uid, container, resource, device_ids, alloc_resp)
 
 
 def parse_json(raw: bytes) -> tuple[object, bool]:
