@@ -149,7 +149,15 @@ class Plugin(dp_grpc.DevicePluginServicer):
             missing_since = None
             if current != seen:
                 seen = current
-                await self.on_kubelet_restart()
+                try:
+                    await self.on_kubelet_restart()
+                except grpc.aio.AioRpcError as err:
+                    if err.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+                        raise
+                    # The kubelet went away again while we registered (it may restart right after it
+                    # dialled us back, before its answer reached us): register again at the next look.
+                    print(f"Register cut short ({err.code().name}); trying again", flush=True)
+                    seen = None
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
