@@ -55,6 +55,59 @@ def test_each_tool_loads_only_its_own_modules() -> None:
     assert not {m for m in node if m.startswith(("kubedevice.plugin", "kubedevice.conformance"))}
     # Nor does the daemon load before serving what only a table, a manifest or a status view needs.
     assert not {m for m in node if m.startswith(("rich", "yaml", "kubedevice.node.views"))}
+    assert not {m for m in node if m.startswith(("prometheus_client", "kubedevice.node.pod_sync"))}
+
+
+#: Run as `python -c PROBE ROOT`: `kubedevice node --root-dir ROOT`, which prints the modules loaded when
+#: kubelet.sock is served (an audit hook sees the chmod that follows serving it) and ends there.
+NODE_SERVING_PROBE = """
+import os, sys
+def hook(event, args):
+    if event == "os.chmod" and str(args[0]).endswith("kubelet.sock"):
+        print(" ".join(sorted(sys.modules)), flush=True)
+        os._exit(0)
+sys.addaudithook(hook)
+sys.argv = ["kubedevice", "node", "--root-dir", sys.argv[1], "--log-level", "warning"]
+from kubedevice.cli import run
+run()
+"""
+
+#: What only serves after kubelet.sock: pods (manifests, pod sync, the state file), PodResources, the status
+#: API and its views, metrics, the plugin watcher; and what `kubedevice node` never needs.
+LOADED_AFTER_SERVING = (
+    "prometheus_client",
+    "http.server",
+    "rich",
+    "yaml",
+    "kubedevice.api.podresources",
+    "kubedevice.api.pluginregistration",
+    "kubedevice.manager.plugin_watcher",
+    "kubedevice.watch",
+    "kubedevice.node.admission",
+    "kubedevice.node.http",
+    "kubedevice.node.manifest_folder",
+    "kubedevice.node.manifests",
+    "kubedevice.node.metrics",
+    "kubedevice.node.pod_sync",
+    "kubedevice.node.podresources",
+    "kubedevice.node.state",
+    "kubedevice.node.views",
+    "kubedevice.plugin",
+    "kubedevice.conformance",
+)
+
+
+def test_node_serves_kubelet_sock_before_loading_what_only_serving_needs(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", NODE_SERVING_PROBE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    loaded = set(out.stdout.split())
+    assert {"kubedevice.node.daemon", "kubedevice.manager.manager", "kubedevice.checkpoint"} <= loaded
+    assert not {m for m in loaded if m.startswith(LOADED_AFTER_SERVING)}, out.stdout
 
 
 def test_help_lists_every_tool() -> None:

@@ -13,9 +13,9 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc.aio
-from prometheus_client import CollectorRegistry
 
 from kubedevice.api import constants
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
@@ -29,7 +29,6 @@ from kubedevice.manager.container_start import ContainerStart
 from kubedevice.manager.endpoint_lifecycle import DialTimeouts, EndpointLifecycle
 from kubedevice.manager.metrics import ManagerMetrics
 from kubedevice.manager.plugin_dir import clean_plugin_dir, make_plugin_dir, plugin_dir_is_empty
-from kubedevice.manager.plugin_watcher import PluginWatcher, WatcherTimeouts
 from kubedevice.manager.registration import MAX_UNIX_SOCKET_PATH, RegistrationServicer
 from kubedevice.manager.state import ManagerState
 from kubedevice.manager.topology_hints import TopologyHints
@@ -41,6 +40,11 @@ from kubedevice.manager.types import (
     RunContainerOptions,
     TopologyHint,
 )
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from kubedevice.manager.plugin_watcher import PluginWatcher
 
 log = logging.getLogger(__name__)
 
@@ -121,17 +125,9 @@ class DeviceManager:
         self._hints = TopologyHints(self._state, self._allocator, numa_nodes)
         self._container_start = ContainerStart(self._state, self._allocator, pre_start_timeout)
         self._server: grpc.aio.Server | None = None
-        self._watcher = (
-            PluginWatcher(
-                self.plugins_registry,
-                self._endpoints.connect_client,
-                self._endpoints.disconnect_client,
-                timeouts=WatcherTimeouts(dial_timeout, get_info_timeout, notify_timeout),
-                interval=watch_interval,
-            )
-            if self.plugins_registry is not None
-            else None
-        )
+        # The plugin watcher is made once kubelet.sock is served: its imports are not start-up's cost.
+        self._watcher_options = (dial_timeout, get_info_timeout, notify_timeout, watch_interval)
+        self._watcher: PluginWatcher | None = None
         self._status = "new"
 
     async def start(self, running_containers: Iterable[tuple[str, str]] = ()) -> None:
@@ -167,8 +163,10 @@ class DeviceManager:
         # gRPC creates the socket under the process umask; plugins run as root or the same group, and
         # nobody else may register (the directory's 0750 alone is no guarantee once it is shared).
         await asyncio.to_thread(os.chmod, self.socket_path, _SOCKET_MODE)
-        if self._watcher is not None:
-            self._watcher.start()
+        if self.plugins_registry is not None:
+            from kubedevice.manager.plugin_watcher import start_watching  # see __init__
+
+            self._watcher = start_watching(self.plugins_registry, self._endpoints, self._watcher_options)
         log.info("device manager serving %s", self.socket_path)
 
     async def stop(self, grace: float = 1.0) -> None:

@@ -16,6 +16,7 @@ import stat
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 import grpc.aio
@@ -27,6 +28,9 @@ from kubedevice.manager.endpoint import describe_rpc_error, dial
 from kubedevice.manager.errors import PluginCallError, RegistrationError
 from kubedevice.manager.registration import is_extended_resource_name
 from kubedevice.watch import DirectoryWatch, Mask
+
+if TYPE_CHECKING:
+    from kubedevice.manager.endpoint_lifecycle import EndpointLifecycle
 
 log = logging.getLogger(__name__)
 
@@ -208,3 +212,22 @@ class PluginWatcher:
         except RegistrationError as err:
             return f"RegisterPlugin error -- plugin registration failed with err: {err}"
         return None
+
+
+def start_watching(
+    directory: Path, endpoints: EndpointLifecycle, options: tuple[float, float, float, float]
+) -> PluginWatcher:
+    """A started watcher of `directory` whose plugins connect like kubelet.sock registrations.
+
+    `options` are the dial, GetInfo and NotifyRegistrationStatus timeouts and the polling interval.
+    """
+    dial, get_info, notify, interval = options
+    watcher = PluginWatcher(
+        directory,
+        endpoints.connect_client,
+        endpoints.disconnect_client,
+        timeouts=WatcherTimeouts(dial, get_info, notify),
+        interval=interval,
+    )
+    watcher.start()
+    return watcher

@@ -3,21 +3,24 @@
 The daemon wires the parts and owns their lifecycle: the device manager, the pods of the manifest folder
 (:mod:`kubedevice.node.pod_sync`), PodResources v1, the status API and the node status loop (which, like
 the kubelet's, calls GetCapacity every second and so ends the stop grace period of plugins that left).
+
+A restart is the kubelet restarting, and plugins wait for kubelet.sock: the daemon imports what only serves
+after it (pod sync and manifests, PodResources, the status API, prometheus_client) once it is served.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc.aio
-from prometheus_client import CollectorRegistry
 
-from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from kubedevice.manager import DeviceManager, Pod
 from kubedevice.node.boot import current_boot_id
 from kubedevice.node.config import (
@@ -28,14 +31,17 @@ from kubedevice.node.config import (
     checkpoint_fault_from_env,
     make_dirs,
 )
-from kubedevice.node.http import Response, StatusServer
-from kubedevice.node.metrics import NodeMetrics
-from kubedevice.node.pod_sync import PodSync
-from kubedevice.node.podresources import PodResourcesMetrics, PodResourcesServicer
 from kubedevice.node.pods import PodTable
-from kubedevice.node.state import PodStateFile
 from kubedevice.node.topology import TopologyStartError, build_topology_manager
 from kubedevice.topology import TopologyManager
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from kubedevice.node.http import Response, StatusServer
+    from kubedevice.node.pod_sync import PodSync
+    from kubedevice.node.podresources import PodResourcesMetrics
+    from kubedevice.node.state import PodStateFile
 
 __all__ = [
     "CHECKPOINT_FAULT_ENV",
@@ -71,24 +77,21 @@ class NodeDaemon:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
         self.paths = NodePaths.under(config.root_dir, config.pod_manifest_path)
-        self.registry = CollectorRegistry()
         self.pods = PodTable()
-        self.metrics = NodeMetrics(self.registry, self.pods.count_by_phase)
-        self.podresources_metrics = PodResourcesMetrics(self.registry)
         self.manager: DeviceManager | None = None
         self.topology: TopologyManager | None = None
-        self._state = PodStateFile(self.paths.state_file, current_boot_id(config.boot_id))
+        self._state: PodStateFile | None = None
         self._sync: PodSync | None = None
         self._loops: list[asyncio.Task[None]] = []
         self._grpc: grpc.aio.Server | None = None
-        self._status = StatusServer(
-            {
-                "/healthz": lambda: Response.text("ok\n"),
-                "/metrics": self._metrics_response,
-                "/node": self._node_response,
-                "/pods": self._pods_response,
-            }
-        )
+        self._status: StatusServer | None = None
+
+    @functools.cached_property
+    def registry(self) -> CollectorRegistry:
+        """One registry for the manager's, the topology manager's, PodResources' and the daemon's metrics."""
+        from prometheus_client import CollectorRegistry  # made once kubelet.sock is served (see start)
+
+        return CollectorRegistry()
 
     @property
     def bad_files(self) -> dict[str, str]:
@@ -97,7 +100,7 @@ class NodeDaemon:
 
     @property
     def status_tcp_address(self) -> tuple[str, int] | None:
-        return self._status.tcp_address
+        return self._status.tcp_address if self._status is not None else None
 
     def _require_manager(self) -> DeviceManager:
         if self.manager is None:
@@ -112,18 +115,22 @@ class NodeDaemon:
     # The views are imported on the first request: the daemon serves its sockets without them.
     def _node_response(self) -> Response:
         from kubedevice.node import views
+        from kubedevice.node.http import Response
 
         manager, topology = self._require_manager(), self._require_topology()
         return Response.json(views.node_view(manager, self.paths.checkpoint, topology))
 
     def _pods_response(self) -> Response:
         from kubedevice.node import views
+        from kubedevice.node.http import Response
 
         manager, topology = self._require_manager(), self._require_topology()
         return Response.json(views.pods_view(manager, self.pods, self.bad_files, topology))
 
     def _metrics_response(self) -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        from kubedevice.node.http import Response
 
         return Response(200, generate_latest(self.registry), CONTENT_TYPE_LATEST)
 
@@ -141,9 +148,7 @@ class NodeDaemon:
             )
         timeout = self.config.plugin_timeout
         try:
-            topology = await build_topology_manager(
-                self.config.topology, self.config.numa_nodes, self.registry
-            )
+            topology = await build_topology_manager(self.config.topology, self.config.numa_nodes)
         except TopologyStartError as err:
             raise NodeStartError(str(err)) from None
         try:
@@ -151,7 +156,6 @@ class NodeDaemon:
                 paths.plugin_dir,
                 stop_grace_period=self.config.stop_grace_period,
                 plugins_registry=paths.plugins_registry,
-                registry=self.registry,
                 active_pods=self.pods.active_uids,
                 allocate_timeout=timeout,
                 preferred_allocation_timeout=timeout,
@@ -174,15 +178,26 @@ class NodeDaemon:
         except RuntimeError as err:
             raise NodeStartError(str(err)) from None
         self.manager = manager
-        self._sync = PodSync(self.config, paths, manager, topology, self.pods, self._state, self.metrics)
+        # kubelet.sock is served: what follows is imported only now (see the module's docstring).
+        from kubedevice.node.metrics import NodeMetrics
+        from kubedevice.node.pod_sync import PodSync
+        from kubedevice.node.podresources import PodResourcesMetrics
+        from kubedevice.node.state import PodStateFile
+
+        node_metrics = NodeMetrics(self.registry, self.pods.count_by_phase)
+        podresources_metrics = PodResourcesMetrics(self.registry)
+        topology.metrics.register(self.registry)
+        manager.metrics.register(self.registry)
+        self._state = PodStateFile(paths.state_file, current_boot_id(self.config.boot_id))
+        self._sync = PodSync(self.config, paths, manager, topology, self.pods, self._state, node_metrics)
         try:
             await self._sync.start()
-            await self._serve()
+            await self._serve(podresources_metrics)
         except BaseException:
             await self.stop()
             raise
         self._loops.append(asyncio.create_task(self._status_loop(), name="node status"))
-        tcp = self._status.tcp_address
+        tcp = self.status_tcp_address
         log.info(
             "node daemon ready: root %s, manifests %s, status API on %s%s",
             paths.root,
@@ -191,14 +206,18 @@ class NodeDaemon:
             f" and http://{tcp[0]}:{tcp[1]}" if tcp else "",
         )
 
-    async def _serve(self) -> None:
+    async def _serve(self, podresources_metrics: PodResourcesMetrics) -> None:
+        from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
+        from kubedevice.node.http import Response, StatusServer
+        from kubedevice.node.podresources import PodResourcesServicer
+
         paths = self.paths
         server = grpc.aio.server()
         pr_grpc.add_PodResourcesListerServicer_to_server(
             PodResourcesServicer(
                 self._require_manager(),
                 lambda: [(r.pod, r.active) for r in self.pods],
-                self.podresources_metrics,
+                podresources_metrics,
             ),
             server,
         )
@@ -211,6 +230,14 @@ class NodeDaemon:
         await server.start()
         self._grpc = server
         os.chmod(paths.pod_resources_socket, _SOCKET_MODE)
+        self._status = StatusServer(
+            {
+                "/healthz": lambda: Response.text("ok\n"),
+                "/metrics": self._metrics_response,
+                "/node": self._node_response,
+                "/pods": self._pods_response,
+            }
+        )
         try:
             await self._status.start(paths.status_socket, self.config.http_addr)
         except OSError as err:
@@ -223,13 +250,14 @@ class NodeDaemon:
         self._loops.clear()
         if self._sync is not None:
             await self._sync.stop()
-        await self._status.stop()
+        if self._status is not None:
+            await self._status.stop()
         if self._grpc is not None:
             await self._grpc.stop(0.5)
             self._grpc = None
         if self.manager is not None:
             await self.manager.stop()
-        if self._sync is not None:
+        if self._sync is not None and self._state is not None:
             with contextlib.suppress(OSError):
                 await self._state.save(self._sync.remembered_pods)
         for path in (self.paths.status_socket, self.paths.pod_resources_socket):

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from kubedevice.manager.types import Pod, RunContainerOptions
-from kubedevice.node.manifests import PodManifest
-from kubedevice.node.state import SavedPod
+
+if TYPE_CHECKING:
+    from kubedevice.node.manifests import PodManifest
+    from kubedevice.node.state import SavedPod
 
 PodPhase = Literal["Pending", "Running", "Failed", "Succeeded"]
 PHASES: tuple[PodPhase, ...] = ("Pending", "Running", "Failed", "Succeeded")
@@ -53,6 +55,9 @@ class PodRecord:
         return self.phase in _ACTIVE_PHASES
 
     def saved(self, phase: PodPhase | None = None) -> SavedPod:
+        # The daemon makes its table before serving kubelet.sock, and saves pods only after.
+        from kubedevice.node.state import SavedPod
+
         return SavedPod(
             namespace=self.pod.namespace,
             name=self.pod.name,

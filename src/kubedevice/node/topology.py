@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from prometheus_client import CollectorRegistry
-
 from kubedevice.topology import (
     NUMAInfoError,
     TopologyConfig,
@@ -27,16 +25,17 @@ class TopologyStartError(Exception):
     """The topology manager cannot be created: the kubelet would not start either."""
 
 
-async def build_topology_manager(
-    config: TopologyConfig, numa_nodes: int | None, registry: CollectorRegistry
-) -> TopologyManager:
-    """NewManager over `--numa-nodes N` nodes, or the machine's own layout read from sysfs."""
+async def build_topology_manager(config: TopologyConfig, numa_nodes: int | None) -> TopologyManager:
+    """NewManager over `--numa-nodes N` nodes, or the machine's own layout read from sysfs.
+
+    Its metrics are registered by the caller (`metrics.register`), on a registry made after serving.
+    """
     try:
         if numa_nodes is not None:
             machine = synthetic_topology(numa_nodes)
         else:
             machine = await asyncio.to_thread(read_topology)
-        return new_manager(machine, config, registry)
+        return new_manager(machine, config)
     except (TopologyConfigError, NUMAInfoError) as err:
         raise TopologyStartError(f"topology manager: {err} — {FLAGS_HINT}") from None
 

@@ -6,8 +6,7 @@ import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-from prometheus_client import CollectorRegistry
+from typing import TYPE_CHECKING
 
 from kubedevice.topology.hint import TopologyHint
 from kubedevice.topology.metrics import TopologyMetrics
@@ -23,6 +22,9 @@ from kubedevice.topology.scope import (
     PodLike,
     Scope,
 )
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 
 class TopologyConfigError(ValueError):
@@ -54,13 +56,16 @@ class TopologyConfig:
 
 
 class TopologyManager:
-    """Admits pods (merge, store, allocate) and answers GetAffinity; metrics go on the given registry."""
+    """Admits pods (merge, store, allocate) and answers GetAffinity.
+
+    Its metrics go on `registry` when given, else on the registry handed to `metrics.register` later.
+    """
 
     def __init__(
         self,
         policy: Policy,
         scope: str,
-        registry: CollectorRegistry,
+        registry: CollectorRegistry | None = None,
         machine: MachineTopology | None = None,
     ) -> None:
         self.policy = policy
@@ -117,7 +122,7 @@ class TopologyManager:
 
 
 def new_manager(
-    machine: MachineTopology, config: TopologyConfig, registry: CollectorRegistry
+    machine: MachineTopology, config: TopologyConfig, registry: CollectorRegistry | None = None
 ) -> TopologyManager:
     """NewManager's checks in the kubelet's order; any failure is a TopologyConfigError with its text."""
     if config.policy == POLICY_NONE:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import Metric
+from kubedevice.metrics import LazyMetrics
+
+if TYPE_CHECKING:
+    from prometheus_client import Counter, Histogram
+    from prometheus_client.core import Metric
 
 #: 0.05 ms doubling 15 times (0.05 ... 819.2), as the kubelet's admission duration histogram.
 DURATION_MS_BUCKETS = tuple(0.05 * 2**k for k in range(15))
@@ -33,6 +38,8 @@ class _AlignedCount:
             return self._values.get((scope, boundary), 0.0)
 
     def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import Metric  # on first use: see kubedevice.metrics
+
         family = Metric(
             ALIGNED_METRIC,
             "Cumulative number of aligned compute resources allocated to containers by alignment type.",
@@ -44,31 +51,58 @@ class _AlignedCount:
         yield family
 
 
-class TopologyMetrics:
+class TopologyMetrics(LazyMetrics):
     """Admission requests, errors and duration, aligned containers/pods and admission rejections by reason."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.admission_requests = Counter(
-            "kubelet_topology_manager_admission_requests",
-            "Number of admission requests where resources have to be aligned.",
-            registry=registry,
+    @functools.cached_property
+    def _made(self) -> tuple[Counter, Counter, Histogram, Counter, _AlignedCount]:
+        from prometheus_client import Counter, Histogram  # on first use: see kubedevice.metrics
+
+        return (
+            Counter(
+                "kubelet_topology_manager_admission_requests",
+                "Number of admission requests where resources have to be aligned.",
+                registry=None,
+            ),
+            Counter(
+                "kubelet_topology_manager_admission_errors",
+                "Number of admission request failures where resources could not be aligned.",
+                registry=None,
+            ),
+            Histogram(
+                "kubelet_topology_manager_admission_duration_ms",
+                "Duration in milliseconds to serve a pod admission request.",
+                buckets=DURATION_MS_BUCKETS,
+                registry=None,
+            ),
+            Counter(
+                "kubelet_admission_rejections",
+                "Cumulative number pod admission rejections by the Kubelet.",
+                ["reason"],
+                registry=None,
+            ),
+            _AlignedCount(),
         )
-        self.admission_errors = Counter(
-            "kubelet_topology_manager_admission_errors",
-            "Number of admission request failures where resources could not be aligned.",
-            registry=registry,
-        )
-        self.admission_duration_ms = Histogram(
-            "kubelet_topology_manager_admission_duration_ms",
-            "Duration in milliseconds to serve a pod admission request.",
-            buckets=DURATION_MS_BUCKETS,
-            registry=registry,
-        )
-        self.admission_rejections = Counter(
-            "kubelet_admission_rejections",
-            "Cumulative number pod admission rejections by the Kubelet.",
-            ["reason"],
-            registry=registry,
-        )
-        self.aligned = _AlignedCount()
-        registry.register(self.aligned)
+
+    def families(self) -> tuple[Counter, Counter, Histogram, Counter, _AlignedCount]:
+        return self._made
+
+    @property
+    def admission_requests(self) -> Counter:
+        return self._made[0]
+
+    @property
+    def admission_errors(self) -> Counter:
+        return self._made[1]
+
+    @property
+    def admission_duration_ms(self) -> Histogram:
+        return self._made[2]
+
+    @property
+    def admission_rejections(self) -> Counter:
+        return self._made[3]
+
+    @property
+    def aligned(self) -> _AlignedCount:
+        return self._made[4]
