@@ -7,7 +7,8 @@ Either way a pod's UID and its namespace/name belong to one file: the pod alread
 then the first file in name order; the file that loses is reported, and looked at again by every scan
 until the clash is gone.
 
-`scan()` does blocking file I/O: call it in a thread.
+`scan()` does blocking file I/O: call it in a thread. It gives up the GIL after each file it parses, so
+the event loop's thread is not kept waiting for it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import time
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,6 +155,10 @@ class ManifestFolder:
         except ManifestError as err:
             pods, error = None, str(err)
         self._cache[name] = _Cached(key, digest, pods, error)
+        # Let another thread take the GIL: parsing is pure Python, and without this a scan of many new
+        # files holds the GIL for a whole switch interval (5 ms) each time the event loop wakes up, which
+        # delays every plugin call's answer that much (~7 ms per Allocate instead of ~1 ms).
+        time.sleep(0)
         return pods, error
 
     def _check_clashes(self, result: ScanResult, known_uids: Collection[str]) -> None:
