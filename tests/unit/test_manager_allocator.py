@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.manager import TopologyHint
-from kubedevice.manager.allocator import filter_by_affinity
 from kubedevice.manager.devices import ResourceDevices
-from kubedevice.manager.free_devices import Picker
+from kubedevice.manager.free_devices import Picker, filter_by_affinity
 from kubedevice.manager.topology_hints import generate_topology_hints
 
 

@@ -13,19 +13,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from itertools import compress, repeat
-from operator import eq
 from typing import Protocol
 
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.checkpoint.writer import CheckpointWriteError, CheckpointWriter
 from kubedevice.manager.devices import NO_TOPOLOGY, ResourceDevices
 from kubedevice.manager.errors import AdmissionError, PluginCallError
-from kubedevice.manager.free_devices import FreeDevices, Picker
+from kubedevice.manager.free_devices import FreeDevices, Picker, filter_by_affinity
 from kubedevice.manager.metrics import ManagerMetrics
+from kubedevice.manager.plugin_turns import PluginTurns, is_last_request
 from kubedevice.manager.pod_devices import DevicesPerNuma
 from kubedevice.manager.state import ManagerState
 from kubedevice.manager.types import Change, Container, Pod, TopologyHint
@@ -84,6 +82,8 @@ class Allocator:
         self.reuse: dict[str, dict[str, set[str]]] = {}
         #: pod UID -> its admission in progress (serialises the pod's containers).
         self._admitting: dict[str, _Admission] = {}
+        #: The resources' turns, for callers that admit pods concurrently (see plugin_turns).
+        self.turns = PluginTurns()
 
     def update_allocated_devices(self, active_pod_uids: Iterable[str] | None = None) -> list[str]:
         """Drop the allocations of pods that are not active; returns the UIDs dropped.
@@ -175,6 +175,9 @@ class Allocator:
             picker = await self._devices_to_allocate(
                 pod, container, resource, required, reuse.get(resource, set()), already_running
             )
+            if is_last_request(pod, container, resource):
+                # Its Allocate queues at the endpoint before the next pod runs, which picks while it runs.
+                self.turns.last_call(pod.uid, resource)
             if picker is None:
                 continue
             try:
@@ -365,35 +368,3 @@ class Allocator:
         if not resp.container_responses:
             return set()
         return set(resp.container_responses[0].deviceIDs)
-
-
-def filter_by_affinity(
-    available: set[str], devices: ResourceDevices, affinity: frozenset[int] | None
-) -> tuple[set[str], set[str], set[str]]:
-    """Split `available` into (from the affinity, not from it, without topology).
-
-    Each device goes to the first of its NUMA nodes in this order: nodes of the affinity, then the
-    others, each by ascending number of available devices (ties by node ID), then "no topology".
-    Without an affinity the third set is `available` itself (no copy of 10^5 IDs): callers only read them.
-    """
-    if affinity is None or not devices.has_topology:
-        return set(), set(), available
-    # Devices are classed by their node tuple, of which there are few: the per-device work is C-level
-    # maps over the IDs (a Python loop per device costs more than the rest of an admission).
-    topology = devices.topology
-    ids = list(available)
-    node_sets = list(map(topology.get, ids))
-    per_node: dict[int, int] = {}
-    for nodes, count in Counter(node_sets).items():
-        for n in nodes or (NO_TOPOLOGY,):
-            per_node[n] = per_node.get(n, 0) + count
-    order = sorted(per_node, key=lambda n: (n == NO_TOPOLOGY, n not in affinity, per_node[n], n))
-    rank = {n: i for i, n in enumerate(order)}
-    # 0: from the affinity, 1: not from it, 2: without topology.
-    kind: dict[tuple[int, ...] | None, int] = {
-        nodes: (2 if not nodes else 0 if min(nodes, key=rank.__getitem__) in affinity else 1)
-        for nodes in set(node_sets)
-    }
-    kinds = list(map(kind.__getitem__, node_sets))
-    aligned, unaligned, without = (set(compress(ids, map(eq, kinds, repeat(k)))) for k in (0, 1, 2))
-    return aligned, unaligned, without

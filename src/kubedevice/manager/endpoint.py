@@ -81,6 +81,9 @@ class Endpoint:
             dp_grpc.DevicePluginStub(channel) if channel is not None else None
         )
         self._stop_time = stopped_at
+        #: Allocate and GetPreferredAllocation one at a time, in the order asked (the kubelet's admissions
+        #: are serial; concurrent callers queue here, first come, first served).
+        self._calls = asyncio.Lock()
         self._stream: grpc.aio.UnaryStreamCall[dp.Empty, Snapshot] | None = None
         self._closing = False
         #: monotonic time of connection, for ordering siblings
@@ -160,7 +163,8 @@ class Endpoint:
         stub = self._require_stub()
         req = dp.AllocateRequest(container_requests=[dp.ContainerAllocateRequest(devices_ids=device_ids)])
         try:
-            return await stub.Allocate(req, timeout=deadline)
+            async with self._calls:
+                return await stub.Allocate(req, timeout=deadline)
         except grpc.aio.AioRpcError as err:
             raise PluginCallError(describe_rpc_error(err, deadline)) from None
 
@@ -176,7 +180,8 @@ class Endpoint:
             ]
         )
         try:
-            return await stub.GetPreferredAllocation(req, timeout=deadline)
+            async with self._calls:
+                return await stub.GetPreferredAllocation(req, timeout=deadline)
         except grpc.aio.AioRpcError as err:
             raise PluginCallError(describe_rpc_error(err, deadline)) from None
 

@@ -2,7 +2,8 @@
 
 It owns the state and orchestrates the parts: registration, the endpoint lifecycle, capacity, the
 allocator, topology hints, container start and the checkpoint. State is mutated on the event loop only,
-between awaits; no lock is held across a plugin call, so a hung plugin delays only its own requests.
+between awaits; the only lock held across a plugin call is that plugin's own (its Allocate and
+GetPreferredAllocation calls queue at its endpoint), so a hung plugin delays only its own requests.
 """
 
 from __future__ import annotations
@@ -123,6 +124,8 @@ class DeviceManager:
             checkpoint_each_allocate=checkpoint_each_allocate,
         )
         self._hints = TopologyHints(self._state, self._allocator, numa_nodes)
+        #: Each resource's turn at its plugin, for callers that admit pods concurrently (see plugin_turns).
+        self.plugin_turns = self._allocator.turns
         self._container_start = ContainerStart(self._state, self._allocator, pre_start_timeout)
         self._server: grpc.aio.Server | None = None
         # The plugin watcher is made once kubelet.sock is served: its imports are not start-up's cost.

@@ -1,14 +1,11 @@
 """Admitting a pod the kubelet's way: the topology manager's admit (hints, merge, devices for every
-container), the checkpoint holding the devices, then each container's run options; and the per-resource
-locks that keep one plugin call at a time."""
+container), the checkpoint holding the devices, then each container's run options."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable
 
 from kubedevice.manager import (
     Container,
@@ -141,12 +138,3 @@ async def wait_for_devices(manager: DeviceManager, pod: Pod, wait: float) -> dic
                 await manager.wait_for_change(version)
         except TimeoutError:
             return missing_devices(manager, pod)
-
-
-@contextlib.asynccontextmanager
-async def holding(locks: dict[str, asyncio.Lock], resources: Iterable[str]) -> AsyncIterator[None]:
-    """The locks of `resources`, taken in the order given (sorted: no deadlock between pods)."""
-    async with contextlib.AsyncExitStack() as held:
-        for resource in resources:
-            await held.enter_async_context(locks.setdefault(resource, asyncio.Lock()))
-        yield

@@ -22,7 +22,6 @@ from kubedevice.node.admission import (
     admit,
     allocate_pod,
     device_needs,
-    holding,
     start_containers,
     wait_for_devices,
 )
@@ -69,10 +68,7 @@ class PodSync:
             use_inotify=config.use_inotify,
             name="manifests",
         )
-        #: resource -> lock: pods sharing a resource call its plugin one at a time, as the kubelet admits;
-        #: a pod never waits for a plugin it does not use (a hung plugin blocks only its own pods).
-        self._allocate_locks: dict[str, asyncio.Lock] = {}
-        #: resource -> done once the run options of the last pod allocated it are (the next one's turn).
+        #: resource -> done once the run options of the last pod that took its turn are (the next one's).
         self._last_start: dict[str, asyncio.Future[None]] = {}
         self._admissions: dict[str, asyncio.Task[None]] = {}
         self._waiting: set[str] = set()
@@ -279,19 +275,21 @@ class PodSync:
                 )
         needs = sorted(device_needs(record.pod))
         options: dict[str, RunContainerOptions | None] | None = None
-        # Pods sharing a resource call its plugin one at a time, in admission order: Allocate under the
-        # resource's lock; PreStartContainer once the pods allocated before are started. The checkpoint
-        # write in between is shared by the pods allocated meanwhile (group commit), so it overlaps the
-        # next pod's Allocate.
+        # Pods sharing a resource call its plugin one at a time, in admission order: Allocate in the
+        # resource's turn, which passes to the next pod once this pod's last Allocate on it is on its way
+        # (the next pod picks its devices while it runs); PreStartContainer once the pods that had the turn
+        # before are started. The checkpoint write in between is shared by the pods allocated meanwhile
+        # (group commit), so it overlaps the next pods' Allocate.
         started = asyncio.get_running_loop().create_future()
         before: list[asyncio.Future[None]] = []
         try:
-            async with holding(self._allocate_locks, needs):
+            async with manager.plugin_turns.hold(record.uid, needs):
                 if not self._pending(record):
                     return
-                await allocate_pod(self._topology, manager, record.pod)
+                # Calls follow the order of the turns: so does the run options' order.
                 before = [f for r in needs if (f := self._last_start.get(r)) is not None and not f.done()]
                 self._last_start.update(dict.fromkeys(needs, started))
+                await allocate_pod(self._topology, manager, record.pod)
             if needs:
                 await manager.write_checkpoint()
             if before:

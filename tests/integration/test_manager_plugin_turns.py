@@ -1,0 +1,113 @@
+"""Turns at the plugins: pods admitted concurrently call each plugin one at a time, in turn order, and a
+turn passes to the next pod as soon as the pod's last Allocate on that resource is on its way."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
+from kubedevice.manager import Container, DeviceManager, Pod
+from tests.integration.fakeplugin import (
+    FakePlugin,
+    default_allocate,
+    eventually,
+    held,
+    make_devices,
+    registered,
+    running_manager,
+    serving,
+)
+
+R = "example.com/fake"
+R2 = "example.com/other"
+
+
+class InFlight:
+    """Counts the Allocate calls a plugin is answering at once; `gate` holds them until it is set."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.most = 0
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def allocate(self, request: dp.AllocateRequest) -> dp.AllocateResponse:
+        self.now += 1
+        self.most = max(self.most, self.now)
+        try:
+            await self.gate.wait()
+            await asyncio.sleep(0.002)  # a plugin that takes a while: time for another call to overlap
+            return await default_allocate(request)
+        finally:
+            self.now -= 1
+
+
+async def admit(m: DeviceManager, pod: Pod, entered: asyncio.Event | None = None) -> None:
+    """As the node daemon admits: the turns of every resource the pod needs, then its containers."""
+    containers = [*pod.init_containers, *pod.containers]
+    async with m.plugin_turns.hold(pod.uid, {r for c in containers for r in c.limits}):
+        if entered is not None:
+            entered.set()
+        for container in containers:
+            await m.allocate(pod, container)
+
+
+async def test_the_next_pod_takes_the_turn_while_the_last_allocate_is_in_flight(root: Path) -> None:
+    counter = InFlight()
+    async with running_manager(root) as m:
+        plugin = FakePlugin(m.plugin_dir / "p.sock", R, make_devices(4), allocate=counter.allocate)
+        async with serving(plugin):
+            await registered(m, plugin)
+            counter.gate.clear()
+            first = asyncio.create_task(admit(m, Pod("a", containers=[Container("c", {R: 1})])))
+            await eventually(lambda: counter.now == 1, what="pod a's Allocate at the plugin")
+            entered = asyncio.Event()
+            second = asyncio.create_task(admit(m, Pod("b", containers=[Container("c", {R: 1})]), entered))
+            # Pod a's Allocate is held at the plugin, and pod b has the turn already.
+            await asyncio.wait_for(entered.wait(), 10)
+            assert not first.done() and len(plugin.allocate_calls) == 1
+            counter.gate.set()
+            await asyncio.gather(first, second)
+    assert counter.most == 1
+    a, b = held(m, "a"), held(m, "b")
+    assert plugin.allocate_calls == [sorted(a), sorted(b)] and not a & b
+
+
+async def test_a_pods_calls_stay_together_and_pods_keep_their_order_on_every_plugin(root: Path) -> None:
+    counters = {R: InFlight(), R2: InFlight()}
+    pods = [
+        # Two calls on R: the init container's, then the app container's (one device reused, one more).
+        Pod(
+            "a",
+            init_containers=[Container("init", {R: 1})],
+            containers=[Container("app", {R: 2})],
+        ),
+        Pod("b", containers=[Container("c", {R: 1, R2: 1})]),
+        Pod("c", containers=[Container("c", {R2: 1})]),
+        Pod("d", containers=[Container("c", {R: 1}), Container("d", {R: 1, R2: 1})]),
+        Pod("e", containers=[Container("c", {R: 1})]),
+    ]
+    async with running_manager(root) as m:
+        plugins = {
+            r: FakePlugin(m.plugin_dir / f"{i}.sock", r, make_devices(8), allocate=counters[r].allocate)
+            for i, r in enumerate((R, R2))
+        }
+        async with serving(*plugins.values()):
+            for plugin in plugins.values():
+                await registered(m, plugin)
+            await asyncio.gather(*(admit(m, pod) for pod in pods))
+        owner = {
+            (r, d): pod.uid
+            for pod in pods
+            for c in [*pod.init_containers, *pod.containers]
+            for r in (R, R2)
+            for d in held(m, pod.uid, c.name, r)
+        }
+    calls = {r: [{owner[(r, d)] for d in call} for call in plugins[r].allocate_calls] for r in (R, R2)}
+    # Each call is one pod's, a pod's calls are together, and each plugin sees the pods in the order they
+    # took its turn: c, needing only R2, takes it at once (a pod never waits for a plugin it does not use),
+    # while b waits for R; b and d, using both, are in the same order on both.
+    assert calls[R] == [{"a"}, {"a"}, {"b"}, {"d"}, {"d"}, {"e"}]
+    assert calls[R2] == [{"c"}, {"b"}, {"d"}]
+    assert counters[R].most == counters[R2].most == 1
