@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
-from kubedevice.manager import Container, DeviceManager, Pod
+from kubedevice.manager import AdmissionError, Container, DeviceManager, Pod
 from tests.integration.fakeplugin import (
     FakePlugin,
     default_allocate,
@@ -111,3 +113,32 @@ async def test_a_pods_calls_stay_together_and_pods_keep_their_order_on_every_plu
     assert calls[R] == [{"a"}, {"a"}, {"b"}, {"d"}, {"d"}, {"e"}]
     assert calls[R2] == [{"c"}, {"b"}, {"d"}]
     assert counters[R].most == counters[R2].most == 1
+
+
+async def test_a_call_queued_behind_one_in_flight_fails_when_its_plugin_stops_meanwhile(root: Path) -> None:
+    counter = InFlight()
+    async with running_manager(root) as m:
+        plugin = FakePlugin(m.plugin_dir / "p.sock", R, make_devices(4), allocate=counter.allocate)
+        async with serving(plugin):
+            await registered(m, plugin)
+            counter.gate.clear()
+            first = asyncio.create_task(
+                m.allocate(Pod("a", containers=[Container("c", {R: 1})]), Container("c", {R: 1}))
+            )
+            await eventually(lambda: counter.now == 1, what="pod a's Allocate at the plugin")
+            second = asyncio.create_task(
+                m.allocate(Pod("b", containers=[Container("c", {R: 1})]), Container("c", {R: 1}))
+            )
+            plugin.end_streams()
+            await eventually(
+                lambda: [r.state for r in m.registered_resources()] == ["stopped"],
+                what="the endpoint stopped",
+            )
+            counter.gate.set()
+            # The call on its way ends as the stopped endpoint's channel does; the queued one never starts.
+            await asyncio.gather(first, return_exceptions=True)
+            with pytest.raises(AdmissionError) as err:
+                await second
+    assert str(err.value).startswith(f"device plugin Allocate rpc for {R} failed with err: endpoint {R} at ")
+    assert str(err.value).endswith(" has been stopped")
+    assert len(plugin.allocate_calls) == 1 and m.get_devices("b", "c") is None

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 import grpc
 import grpc.aio
@@ -32,6 +33,7 @@ CHANNEL_OPTIONS: Sequence[tuple[str, int | str]] = (
 )
 
 SnapshotHandler = Callable[["Endpoint", Snapshot], Awaitable[None]]
+_T = TypeVar("_T")
 LIST_AND_WATCH = "/v1beta1.DevicePlugin/ListAndWatch"
 
 
@@ -84,6 +86,7 @@ class Endpoint:
         #: Allocate and GetPreferredAllocation one at a time, in the order asked (the kubelet's admissions
         #: are serial; concurrent callers queue here, first come, first served).
         self._calls = asyncio.Lock()
+        self._queued = 0  # callers waiting for their turn
         self._stream: grpc.aio.UnaryStreamCall[dp.Empty, Snapshot] | None = None
         self._closing = False
         #: monotonic time of connection, for ordering siblings
@@ -163,8 +166,7 @@ class Endpoint:
         stub = self._require_stub()
         req = dp.AllocateRequest(container_requests=[dp.ContainerAllocateRequest(devices_ids=device_ids)])
         try:
-            async with self._calls:
-                return await stub.Allocate(req, timeout=deadline)
+            return await self._in_turn(stub.Allocate, req, deadline)
         except grpc.aio.AioRpcError as err:
             raise PluginCallError(describe_rpc_error(err, deadline)) from None
 
@@ -180,10 +182,28 @@ class Endpoint:
             ]
         )
         try:
-            async with self._calls:
-                return await stub.GetPreferredAllocation(req, timeout=deadline)
+            return await self._in_turn(stub.GetPreferredAllocation, req, deadline)
         except grpc.aio.AioRpcError as err:
             raise PluginCallError(describe_rpc_error(err, deadline)) from None
+
+    async def _in_turn(self, call: Callable[..., Awaitable[_T]], request: object, deadline: float) -> _T:
+        """The call, once the calls asked before it are answered (and the endpoint still runs)."""
+        self._queued += 1
+        try:
+            await self._calls.acquire()
+        finally:
+            self._queued -= 1
+        try:
+            self._require_stub()
+            response = await call(request, timeout=deadline)
+        finally:
+            self._calls.release()
+        if self._queued:
+            # The next call goes out before this answer is used: grpc.aio sends a call from a task of its
+            # own, so two steps of the loop put it on the wire before the caller's follow-up work runs.
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+        return response
 
     async def pre_start_container(self, device_ids: Sequence[str], deadline: float) -> None:
         stub = self._require_stub()
