@@ -63,7 +63,7 @@ def test_each_tool_loads_only_its_own_modules() -> None:
 NODE_SERVING_PROBE = """
 import os, sys
 def hook(event, args):
-    if event == "os.chmod" and str(args[0]).endswith("kubelet.sock"):
+    if event == "os.chmod" and str(args[0]).endswith("device-plugins/kubelet.sock"):
         print(" ".join(sorted(sys.modules)), flush=True)
         os._exit(0)
 sys.addaudithook(hook)
