@@ -7,6 +7,7 @@ traceback.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -139,6 +140,10 @@ def node(
     )
     # Sockets the daemon and its manager create must not be world-accessible.
     os.umask(0o007)
+    # What exists now (the imported modules: most of the process's objects) lives as long as the daemon.
+    # Frozen, it is never walked again by the cyclic collector, whose passes during the restart and every
+    # full collection after it would otherwise cross it each time.
+    gc.freeze()
     try:
         code = asyncio.run(_run_node(config))
     except KeyboardInterrupt:
