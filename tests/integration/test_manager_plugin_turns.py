@@ -4,6 +4,8 @@ turn passes to the next pod as soon as the pod's last Allocate on that resource 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -55,22 +57,35 @@ async def admit(m: DeviceManager, pod: Pod, entered: asyncio.Event | None = None
             await m.allocate(pod, container)
 
 
-async def test_the_next_pod_takes_the_turn_while_the_last_allocate_is_in_flight(root: Path) -> None:
+@contextlib.asynccontextmanager
+async def first_call_held(
+    root: Path, first: Callable[[DeviceManager], Awaitable[None]]
+) -> AsyncIterator[tuple[DeviceManager, FakePlugin, InFlight, asyncio.Task[None]]]:
+    """A manager with a plugin of R whose first Allocate, made by `first`, is held at the plugin."""
     counter = InFlight()
     async with running_manager(root) as m:
         plugin = FakePlugin(m.plugin_dir / "p.sock", R, make_devices(4), allocate=counter.allocate)
         async with serving(plugin):
             await registered(m, plugin)
             counter.gate.clear()
-            first = asyncio.create_task(admit(m, Pod("a", containers=[Container("c", {R: 1})])))
-            await eventually(lambda: counter.now == 1, what="pod a's Allocate at the plugin")
-            entered = asyncio.Event()
-            second = asyncio.create_task(admit(m, Pod("b", containers=[Container("c", {R: 1})]), entered))
-            # Pod a's Allocate is held at the plugin, and pod b has the turn already.
-            await asyncio.wait_for(entered.wait(), 10)
-            assert not first.done() and len(plugin.allocate_calls) == 1
-            counter.gate.set()
-            await asyncio.gather(first, second)
+            task = asyncio.create_task(first(m))
+            await eventually(lambda: counter.now == 1, what="the first Allocate at the plugin")
+            yield m, plugin, counter, task
+
+
+def one_device_pod(uid: str) -> Pod:
+    return Pod(uid, containers=[Container("c", {R: 1})])
+
+
+async def test_the_next_pod_takes_the_turn_while_the_last_allocate_is_in_flight(root: Path) -> None:
+    async with first_call_held(root, lambda m: admit(m, one_device_pod("a"))) as (m, plugin, counter, first):
+        entered = asyncio.Event()
+        second = asyncio.create_task(admit(m, one_device_pod("b"), entered))
+        # Pod a's Allocate is held at the plugin, and pod b has the turn already.
+        await asyncio.wait_for(entered.wait(), 10)
+        assert not first.done() and len(plugin.allocate_calls) == 1
+        counter.gate.set()
+        await asyncio.gather(first, second)
     assert counter.most == 1
     a, b = held(m, "a"), held(m, "b")
     assert plugin.allocate_calls == [sorted(a), sorted(b)] and not a & b
@@ -116,29 +131,20 @@ async def test_a_pods_calls_stay_together_and_pods_keep_their_order_on_every_plu
 
 
 async def test_a_call_queued_behind_one_in_flight_fails_when_its_plugin_stops_meanwhile(root: Path) -> None:
-    counter = InFlight()
-    async with running_manager(root) as m:
-        plugin = FakePlugin(m.plugin_dir / "p.sock", R, make_devices(4), allocate=counter.allocate)
-        async with serving(plugin):
-            await registered(m, plugin)
-            counter.gate.clear()
-            first = asyncio.create_task(
-                m.allocate(Pod("a", containers=[Container("c", {R: 1})]), Container("c", {R: 1}))
-            )
-            await eventually(lambda: counter.now == 1, what="pod a's Allocate at the plugin")
-            second = asyncio.create_task(
-                m.allocate(Pod("b", containers=[Container("c", {R: 1})]), Container("c", {R: 1}))
-            )
-            plugin.end_streams()
-            await eventually(
-                lambda: [r.state for r in m.registered_resources()] == ["stopped"],
-                what="the endpoint stopped",
-            )
-            counter.gate.set()
-            # The call on its way ends as the stopped endpoint's channel does; the queued one never starts.
-            await asyncio.gather(first, return_exceptions=True)
-            with pytest.raises(AdmissionError) as err:
-                await second
+    def allocate(uid: str) -> Callable[[DeviceManager], Awaitable[None]]:
+        pod = one_device_pod(uid)
+        return lambda m: m.allocate(pod, pod.containers[0])
+
+    async with first_call_held(root, allocate("a")) as (m, plugin, counter, first):
+        second = asyncio.create_task(allocate("b")(m))
+        plugin.end_streams()
+        stopped = ["stopped"]
+        await eventually(lambda: [r.state for r in m.registered_resources()] == stopped, what="stopped")
+        counter.gate.set()
+        # The call on its way ends as the stopped endpoint's channel does; the queued one never starts.
+        await asyncio.gather(first, return_exceptions=True)
+        with pytest.raises(AdmissionError) as err:
+            await second
     assert str(err.value).startswith(f"device plugin Allocate rpc for {R} failed with err: endpoint {R} at ")
     assert str(err.value).endswith(" has been stopped")
     assert len(plugin.allocate_calls) == 1 and m.get_devices("b", "c") is None
