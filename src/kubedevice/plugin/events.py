@@ -71,7 +71,8 @@ class EventBus:
 
     def emit(self, kind: EventKind, **fields: str) -> LifecycleEvent:
         event = LifecycleEvent(kind, self._resource, dict(fields))
-        log.debug("event %s", event.line())
+        if log.isEnabledFor(logging.DEBUG):  # one event per Allocate: its line is made only when shown
+            log.debug("event %s", event.line())
         for handler in list(self._handlers):
             try:
                 handler(event)
