@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 
 class LazyMetrics(abc.ABC):
-    """Families made by `make_families` on first use, exposed on every registry handed over.
+    """Families made on first use (a subclass makes each in a cached property), exposed on every registry
+    handed over.
 
     `registry` is the one given first (to the constructor or to `register`), else a registry of the
     holder's own, made when first asked for (never the global default: several owners may live in one

@@ -54,55 +54,58 @@ class _AlignedCount:
 class TopologyMetrics(LazyMetrics):
     """Admission requests, errors and duration, aligned containers/pods and admission rejections by reason."""
 
+    # Each family is made on first use (prometheus_client is imported then: see kubedevice.metrics).
     @functools.cached_property
-    def _made(self) -> tuple[Counter, Counter, Histogram, Counter, _AlignedCount]:
-        from prometheus_client import Counter, Histogram  # on first use: see kubedevice.metrics
+    def admission_requests(self) -> Counter:
+        from prometheus_client import Counter
 
-        return (
-            Counter(
-                "kubelet_topology_manager_admission_requests",
-                "Number of admission requests where resources have to be aligned.",
-                registry=None,
-            ),
-            Counter(
-                "kubelet_topology_manager_admission_errors",
-                "Number of admission request failures where resources could not be aligned.",
-                registry=None,
-            ),
-            Histogram(
-                "kubelet_topology_manager_admission_duration_ms",
-                "Duration in milliseconds to serve a pod admission request.",
-                buckets=DURATION_MS_BUCKETS,
-                registry=None,
-            ),
-            Counter(
-                "kubelet_admission_rejections",
-                "Cumulative number pod admission rejections by the Kubelet.",
-                ["reason"],
-                registry=None,
-            ),
-            _AlignedCount(),
+        return Counter(
+            "kubelet_topology_manager_admission_requests",
+            "Number of admission requests where resources have to be aligned.",
+            registry=None,
         )
 
-    def families(self) -> tuple[Counter, Counter, Histogram, Counter, _AlignedCount]:
-        return self._made
-
-    @property
-    def admission_requests(self) -> Counter:
-        return self._made[0]
-
-    @property
+    @functools.cached_property
     def admission_errors(self) -> Counter:
-        return self._made[1]
+        from prometheus_client import Counter
 
-    @property
+        return Counter(
+            "kubelet_topology_manager_admission_errors",
+            "Number of admission request failures where resources could not be aligned.",
+            registry=None,
+        )
+
+    @functools.cached_property
     def admission_duration_ms(self) -> Histogram:
-        return self._made[2]
+        from prometheus_client import Histogram
 
-    @property
+        return Histogram(
+            "kubelet_topology_manager_admission_duration_ms",
+            "Duration in milliseconds to serve a pod admission request.",
+            buckets=DURATION_MS_BUCKETS,
+            registry=None,
+        )
+
+    @functools.cached_property
     def admission_rejections(self) -> Counter:
-        return self._made[3]
+        from prometheus_client import Counter
 
-    @property
+        return Counter(
+            "kubelet_admission_rejections",
+            "Cumulative number pod admission rejections by the Kubelet.",
+            ["reason"],
+            registry=None,
+        )
+
+    @functools.cached_property
     def aligned(self) -> _AlignedCount:
-        return self._made[4]
+        return _AlignedCount()
+
+    def families(self) -> tuple[Counter, Counter, Histogram, Counter, _AlignedCount]:
+        return (
+            self.admission_requests,
+            self.admission_errors,
+            self.admission_duration_ms,
+            self.admission_rejections,
+            self.aligned,
+        )
