@@ -27,7 +27,7 @@ from kubedevice.manager.allocator import ActivePods, AffinityStore, Allocator, C
 from kubedevice.manager.changes import ChangeListener
 from kubedevice.manager.checkpoint_restore import restore_checkpoint
 from kubedevice.manager.container_start import ContainerStart
-from kubedevice.manager.endpoint_lifecycle import DialTimeouts, EndpointLifecycle
+from kubedevice.manager.endpoint_lifecycle import DialTimeouts, EndpointLifecycle, WatcherOptions
 from kubedevice.manager.metrics import ManagerMetrics
 from kubedevice.manager.plugin_dir import clean_plugin_dir, make_plugin_dir, plugin_dir_is_empty
 from kubedevice.manager.registration import MAX_UNIX_SOCKET_PATH, RegistrationServicer
@@ -129,7 +129,7 @@ class DeviceManager:
         self._container_start = ContainerStart(self._state, self._allocator, pre_start_timeout)
         self._server: grpc.aio.Server | None = None
         # The plugin watcher is made once kubelet.sock is served: its imports are not start-up's cost.
-        self._watcher_options = (dial_timeout, get_info_timeout, notify_timeout, watch_interval)
+        self._watcher_options = WatcherOptions(dial_timeout, get_info_timeout, notify_timeout, watch_interval)
         self._watcher: PluginWatcher | None = None
         self._status = "new"
 

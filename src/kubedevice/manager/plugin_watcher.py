@@ -30,7 +30,7 @@ from kubedevice.manager.registration import is_extended_resource_name
 from kubedevice.watch import DirectoryWatch, Mask
 
 if TYPE_CHECKING:
-    from kubedevice.manager.endpoint_lifecycle import EndpointLifecycle
+    from kubedevice.manager.endpoint_lifecycle import EndpointLifecycle, WatcherOptions
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +39,6 @@ RESCAN_S = 10.0
 
 #: (inode, device, ctime) of a socket file: a new socket at the same path is a new plugin.
 _Identity = tuple[int, int, int]
-
-
-@dataclass(frozen=True, slots=True)
-class WatcherTimeouts:
-    dial: float
-    get_info: float
-    notify: float
 
 
 @dataclass(slots=True)
@@ -99,17 +92,16 @@ class PluginWatcher:
         register: Callable[[str, str], Awaitable[None]],
         deregister: Callable[[str, str], Awaitable[None]],
         *,
-        timeouts: WatcherTimeouts,
-        interval: float = 0.15,
+        options: WatcherOptions,
     ) -> None:
         self._directory = directory
         self._register = register
         self._deregister = deregister
-        self._timeouts = timeouts
+        self._options = options
         self._plugins: dict[str, _Plugin] = {}
         self._task: asyncio.Task[None] | None = None
         self._watch = DirectoryWatch(
-            directory, relevant=_not_hidden, poll_interval=interval, name="plugins_registry"
+            directory, relevant=_not_hidden, poll_interval=options.interval, name="plugins_registry"
         )
 
     def start(self) -> None:
@@ -165,18 +157,16 @@ class PluginWatcher:
 
     async def _handle(self, path: str, plugin: _Plugin) -> None:
         try:
-            channel = await dial(path, self._timeouts.dial)
+            channel = await dial(path, self._options.dial)
         except PluginCallError as err:
             log.warning("plugin registry socket %s: %s", path, err)
             return
         try:
             stub = reg_grpc.RegistrationStub(channel)
             try:
-                info = await stub.GetInfo(reg.InfoRequest(), timeout=self._timeouts.get_info)
+                info = await stub.GetInfo(reg.InfoRequest(), timeout=self._options.get_info)
             except grpc.aio.AioRpcError as err:
-                log.warning(
-                    "GetInfo on %s failed: %s", path, describe_rpc_error(err, self._timeouts.get_info)
-                )
+                log.warning("GetInfo on %s failed: %s", path, describe_rpc_error(err, self._options.get_info))
                 return
             error = await self._register_info(path, info)
             if error is None:
@@ -186,13 +176,13 @@ class PluginWatcher:
             try:
                 await stub.NotifyRegistrationStatus(
                     reg.RegistrationStatus(plugin_registered=error is None, error=error or ""),
-                    timeout=self._timeouts.notify,
+                    timeout=self._options.notify,
                 )
             except grpc.aio.AioRpcError as err:
                 log.warning(
                     "RegisterPlugin error -- failed to send registration status at socket %s, err: %s",
                     path,
-                    describe_rpc_error(err, self._timeouts.notify),
+                    describe_rpc_error(err, self._options.notify),
                 )
         finally:
             await channel.close(None)
@@ -214,20 +204,8 @@ class PluginWatcher:
         return None
 
 
-def start_watching(
-    directory: Path, endpoints: EndpointLifecycle, options: tuple[float, float, float, float]
-) -> PluginWatcher:
-    """A started watcher of `directory` whose plugins connect like kubelet.sock registrations.
-
-    `options` are the dial, GetInfo and NotifyRegistrationStatus timeouts and the polling interval.
-    """
-    dial, get_info, notify, interval = options
-    watcher = PluginWatcher(
-        directory,
-        endpoints.connect_client,
-        endpoints.disconnect_client,
-        timeouts=WatcherTimeouts(dial, get_info, notify),
-        interval=interval,
-    )
+def start_watching(directory: Path, endpoints: EndpointLifecycle, options: WatcherOptions) -> PluginWatcher:
+    """A started watcher of `directory` whose plugins connect like kubelet.sock registrations."""
+    watcher = PluginWatcher(directory, endpoints.connect_client, endpoints.disconnect_client, options=options)
     watcher.start()
     return watcher
