@@ -16,6 +16,10 @@ PROTOS = (
     "kubedevice/api/deviceplugin/v1beta1/api.proto",
     "kubedevice/api/podresources/v1/api.proto",
     "kubedevice/api/pluginregistration/v1/api.proto",
+    "kubedevice/api/dra/v1/api.proto",
+    "kubedevice/api/dra/v1beta1/api.proto",
+    "kubedevice/api/drahealth/v1/api.proto",
+    "kubedevice/api/drahealth/v1alpha1/api.proto",
 )
 
 

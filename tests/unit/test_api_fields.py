@@ -5,11 +5,56 @@ from __future__ import annotations
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, FileDescriptor
 
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
+from kubedevice.api.dra.v1 import api_pb2 as dra_v1
+from kubedevice.api.dra.v1beta1 import api_pb2 as dra_v1beta1
+from kubedevice.api.drahealth.v1 import api_pb2 as health_v1
+from kubedevice.api.drahealth.v1alpha1 import api_pb2 as health_v1alpha1
 from kubedevice.api.pluginregistration.v1 import api_pb2 as reg
 from kubedevice.api.podresources.v1 import api_pb2 as pr
 
-# message full name -> {field name: (number, type)}; type is a scalar name, a message full name,
-# "repeated <type>" or "map<string,string>".
+# message full name -> {field name: (number, type)}; type is a scalar name, a message or enum full name,
+# "repeated <type>" or "map<string,<type>>".
+
+
+def _dra_fields(p: str, *, share_id: bool) -> dict[str, dict[str, tuple[int, str]]]:
+    """The DRAPlugin messages of one generation; they differ only in Device.share_id (v1)."""
+    device = {
+        "request_names": (1, "repeated string"),
+        "pool_name": (2, "string"),
+        "device_name": (3, "string"),
+        "cdi_device_ids": (4, "repeated string"),
+    }
+    if share_id:
+        device["share_id"] = (5, "string")
+    return {
+        f"{p}.NodePrepareResourcesRequest": {"claims": (1, f"repeated {p}.Claim")},
+        f"{p}.NodePrepareResourcesResponse": {"claims": (1, f"map<string,{p}.NodePrepareResourceResponse>")},
+        f"{p}.NodePrepareResourceResponse": {"devices": (1, f"repeated {p}.Device"), "error": (2, "string")},
+        f"{p}.Device": device,
+        f"{p}.NodeUnprepareResourcesRequest": {"claims": (1, f"repeated {p}.Claim")},
+        f"{p}.NodeUnprepareResourcesResponse": {
+            "claims": (1, f"map<string,{p}.NodeUnprepareResourceResponse>")
+        },
+        f"{p}.NodeUnprepareResourceResponse": {"error": (1, "string")},
+        f"{p}.Claim": {"namespace": (1, "string"), "uid": (2, "string"), "name": (3, "string")},
+    }
+
+
+def _health_fields(p: str) -> dict[str, dict[str, tuple[int, str]]]:
+    return {
+        f"{p}.NodeWatchResourcesRequest": {},
+        f"{p}.NodeWatchResourcesResponse": {"devices": (1, f"repeated {p}.DeviceHealth")},
+        f"{p}.DeviceHealth": {
+            "device": (1, f"{p}.DeviceIdentifier"),
+            "health": (2, f"{p}.HealthStatus"),
+            "last_updated_time": (3, "int64"),
+            "health_check_timeout_seconds": (4, "int64"),
+            "message": (5, "string"),
+        },
+        f"{p}.DeviceIdentifier": {"pool_name": (1, "string"), "device_name": (2, "string")},
+    }
+
+
 SPEC_FIELDS: dict[str, dict[str, tuple[int, str]]] = {
     # device plugin API v1beta1
     "v1beta1.DevicePluginOptions": {
@@ -118,6 +163,10 @@ SPEC_FIELDS: dict[str, dict[str, tuple[int, str]]] = {
     "v1.CDIDevice": {"name": (1, "string")},
     "v1.GetPodResourcesRequest": {"pod_name": (1, "string"), "pod_namespace": (2, "string")},
     "v1.GetPodResourcesResponse": {"pod_resources": (1, "v1.PodResources")},
+    **_dra_fields("k8s.io.kubelet.pkg.apis.dra.v1", share_id=True),
+    **_dra_fields("k8s.io.kubelet.pkg.apis.dra.v1beta1", share_id=False),
+    **_health_fields("v1"),
+    **_health_fields("v1alpha1"),
 }
 
 SPEC_SERVICES: dict[str, dict[str, tuple[str, str, bool]]] = {
@@ -150,9 +199,38 @@ SPEC_SERVICES: dict[str, dict[str, tuple[str, str, bool]]] = {
         ),
         "Get": ("v1.GetPodResourcesRequest", "v1.GetPodResourcesResponse", False),
     },
+    **{
+        f"k8s.io.kubelet.pkg.apis.dra.{v}.DRAPlugin": {
+            "NodePrepareResources": (
+                f"k8s.io.kubelet.pkg.apis.dra.{v}.NodePrepareResourcesRequest",
+                f"k8s.io.kubelet.pkg.apis.dra.{v}.NodePrepareResourcesResponse",
+                False,
+            ),
+            "NodeUnprepareResources": (
+                f"k8s.io.kubelet.pkg.apis.dra.{v}.NodeUnprepareResourcesRequest",
+                f"k8s.io.kubelet.pkg.apis.dra.{v}.NodeUnprepareResourcesResponse",
+                False,
+            ),
+        }
+        for v in ("v1", "v1beta1")
+    },
+    **{
+        f"{v}.DRAResourceHealth": {
+            "NodeWatchResources": (f"{v}.NodeWatchResourcesRequest", f"{v}.NodeWatchResourcesResponse", True)
+        }
+        for v in ("v1", "v1alpha1")
+    },
 }
 
-FILES: tuple[FileDescriptor, ...] = (dp.DESCRIPTOR, reg.DESCRIPTOR, pr.DESCRIPTOR)
+FILES: tuple[FileDescriptor, ...] = (
+    dp.DESCRIPTOR,
+    reg.DESCRIPTOR,
+    pr.DESCRIPTOR,
+    dra_v1.DESCRIPTOR,
+    dra_v1beta1.DESCRIPTOR,
+    health_v1.DESCRIPTOR,
+    health_v1alpha1.DESCRIPTOR,
+)
 
 _SCALARS = {
     FieldDescriptor.TYPE_BOOL: "bool",
@@ -163,11 +241,19 @@ _SCALARS = {
 }
 
 
+def _base_type(field: FieldDescriptor) -> str:
+    if field.message_type is not None:
+        return str(field.message_type.full_name)
+    if field.enum_type is not None:
+        return str(field.enum_type.full_name)
+    return _SCALARS[field.type]
+
+
 def _type_of(field: FieldDescriptor) -> str:
     if field.message_type is not None and field.message_type.GetOptions().map_entry:
         key, value = field.message_type.fields_by_name["key"], field.message_type.fields_by_name["value"]
-        return f"map<{_SCALARS[key.type]},{_SCALARS[value.type]}>"
-    base = field.message_type.full_name if field.message_type is not None else _SCALARS[field.type]
+        return f"map<{_SCALARS[key.type]},{_base_type(value)}>"
+    base = _base_type(field)
     return f"repeated {base}" if field.is_repeated else base
 
 
@@ -182,7 +268,15 @@ def _messages(descriptors: dict[str, Descriptor]) -> dict[str, Descriptor]:
 
 
 def test_packages_are_the_wire_packages() -> None:
-    assert [f.package for f in FILES] == ["v1beta1", "pluginregistration", "v1"]
+    assert [f.package for f in FILES] == [
+        "v1beta1",
+        "pluginregistration",
+        "v1",
+        "k8s.io.kubelet.pkg.apis.dra.v1",
+        "k8s.io.kubelet.pkg.apis.dra.v1beta1",
+        "v1",
+        "v1alpha1",
+    ]
 
 
 def test_every_message_matches_the_spec_table() -> None:
@@ -199,6 +293,32 @@ def test_share_id_is_proto3_optional() -> None:
     field = pr.ClaimResource.DESCRIPTOR.fields_by_name["share_id"]
     assert field.has_presence
     assert not pr.ClaimResource().HasField("share_id")
+
+
+def test_dra_device_share_id_is_v1_only_and_proto3_optional() -> None:
+    field = dra_v1.Device.DESCRIPTOR.fields_by_name["share_id"]
+    assert field.has_presence
+    assert not dra_v1.Device().HasField("share_id")
+    assert "share_id" not in dra_v1beta1.Device.DESCRIPTOR.fields_by_name
+
+
+def test_dra_generations_are_byte_identical_without_share_id() -> None:
+    # A v1beta1 peer reads a v1 message and skips field 5: the rest of the bytes mean the same.
+    v1 = dra_v1.NodePrepareResourcesResponse()
+    v1.claims["u1"].devices.add(
+        request_names=["gpu"], pool_name="p", device_name="d", cdi_device_ids=["a/b=c"]
+    )
+    old = dra_v1beta1.NodePrepareResourcesResponse.FromString(v1.SerializeToString())
+    assert old.SerializeToString() == v1.SerializeToString()
+    v1.claims["u1"].devices[0].share_id = "s"
+    skipped = dra_v1beta1.NodePrepareResourcesResponse.FromString(v1.SerializeToString())
+    skipped.DiscardUnknownFields()
+    assert skipped == old
+
+
+def test_health_status_values() -> None:
+    for module in (health_v1, health_v1alpha1):
+        assert dict(module.HealthStatus.items()) == {"UNKNOWN": 0, "HEALTHY": 1, "UNHEALTHY": 2}
 
 
 def test_dynamic_resource_field_one_is_reserved() -> None:

@@ -44,3 +44,39 @@ GET_INFO_TIMEOUT_S: Final = 1.0
 NOTIFY_REGISTRATION_STATUS_TIMEOUT_S: Final = 5.0
 #: How long a resource whose plugin went away stays in capacity, in seconds.
 ENDPOINT_STOP_GRACE_PERIOD_S: Final = 5 * 60.0
+
+# --- Dynamic Resource Allocation (DRA) on the node ---
+
+#: The plugin type a DRA driver's kubelet plugin reports in GetInfo (plugins_registry only, never kubelet.sock).
+DRA_PLUGIN_TYPE: Final = "DRAPlugin"
+#: The names a DRA plugin advertises in supported_versions: gRPC service names, not API versions.
+DRA_V1_SERVICE: Final = "v1.DRAPlugin"
+DRA_V1BETA1_SERVICE: Final = "v1beta1.DRAPlugin"
+#: The 1.31 service's advertised name; kubedevice serves and calls it on neither side.
+DRA_V1ALPHA3_SERVICE: Final = "v1alpha3.NodeService"
+#: The DRAPlugin services the node side calls, in the kubelet's order of preference.
+DRA_SUPPORTED_SERVICES: Final = (DRA_V1_SERVICE, DRA_V1BETA1_SERVICE)
+#: The health services a plugin may advertise; the first one advertised of these is streamed.
+DRA_HEALTH_V1_SERVICE: Final = "v1.DRAResourceHealth"
+DRA_HEALTH_V1ALPHA1_SERVICE: Final = "v1alpha1.DRAResourceHealth"
+DRA_HEALTH_SERVICES: Final = (DRA_HEALTH_V1_SERVICE, DRA_HEALTH_V1ALPHA1_SERVICE)
+
+#: Full gRPC service names, for method paths and metric labels.
+DRA_V1_GRPC_SERVICE: Final = "k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin"
+DRA_V1BETA1_GRPC_SERVICE: Final = "k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin"
+
+#: Deadline of NodePrepareResources and NodeUnprepareResources (the kubelet's defaultClientCallTimeout).
+DRA_CALL_TIMEOUT_S: Final = 45.0
+#: How long a driver's ResourceSlices outlive its last connected plugin (the kubelet's defaultWipingDelay).
+DRA_WIPE_DELAY_S: Final = 30.0
+#: How often prepared claims of pods that are gone are unprepared (defaultReconcilePeriod).
+DRA_RECONCILE_PERIOD_S: Final = 60.0
+#: A device's health without a new report after this long (or its own timeout) reads as Unknown.
+DRA_HEALTH_TIMEOUT_S: Final = 30.0
+#: How soon a health stream that ended is opened again.
+DRA_HEALTH_RETRY_S: Final = 5.0
+
+#: The DRA manager's checkpoint, in the kubelet's root directory (not the device plugin directory).
+DRA_CHECKPOINT_NAME: Final = "dra_manager_state"
+#: Where DRA drivers keep their sockets on a real node: /var/lib/kubelet/plugins/<driver>/.
+DRA_PLUGINS_PATH: Final = "/var/lib/kubelet/plugins/"

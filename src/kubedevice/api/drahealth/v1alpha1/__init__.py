@@ -1,0 +1,1 @@
+"""DRA resource health API v1alpha1."""
