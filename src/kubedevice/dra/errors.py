@@ -1,0 +1,32 @@
+"""The DRA manager's errors. Each str() is the kubelet's own text (its D3 form), so logs and pod events read
+the same as on a real node."""
+
+from __future__ import annotations
+
+
+class DRAError(Exception):
+    """Base of every error the DRA manager raises on purpose."""
+
+
+class DriverLookupError(DRAError):
+    """No plugin for a driver: `DRA driver <name> is not registered` or `DRA driver name is empty`."""
+
+
+class DRACallError(DRAError):
+    """A DRAPlugin call failed as a whole: Go's `rpc error: code = <Code> desc = <message>`."""
+
+
+class PrepareError(DRAError):
+    """PrepareResources failed; str() is `prepare dynamic resources: <cause>`."""
+
+
+class UnprepareError(DRAError):
+    """UnprepareResources failed; str() is `unprepare dynamic resources: <cause>`."""
+
+
+class ContainerClaimsError(DRAError):
+    """A container's claims are not in the cache (GetResources, GetContainerClaimInfos)."""
+
+
+class DRACheckpointError(DRAError):
+    """The checkpoint cannot be read at start or written; str() is the kubelet's text."""
