@@ -47,7 +47,7 @@ ENDPOINT_STOP_GRACE_PERIOD_S: Final = 5 * 60.0
 
 # --- Dynamic Resource Allocation (DRA) on the node ---
 
-#: The plugin type a DRA driver's kubelet plugin reports in GetInfo (plugins_registry only, never kubelet.sock).
+#: The plugin type a DRA driver's kubelet plugin reports in GetInfo (plugins_registry only, not kubelet.sock).
 DRA_PLUGIN_TYPE: Final = "DRAPlugin"
 #: The names a DRA plugin advertises in supported_versions: gRPC service names, not API versions.
 DRA_V1_SERVICE: Final = "v1.DRAPlugin"

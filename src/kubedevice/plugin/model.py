@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kubedevice.plugin.cdi.spec import parse_qualified_name
+from kubedevice.cdi_names import parse_qualified_name
 
 _PERMISSION_LETTERS = frozenset("rwm")
 

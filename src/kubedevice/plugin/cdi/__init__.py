@@ -7,6 +7,15 @@ the device list changes and removes it on stop — or write it yourself with `wr
 Allocate answers name devices with `spec.qualified_name(device)` (``vendor/class=name``).
 """
 
+from kubedevice.cdi_names import (
+    CLASS_NAME,
+    DEVICE_NAME,
+    VENDOR_NAME,
+    CDIError,
+    parse_qualified_name,
+    validate_device_name,
+    validate_kind,
+)
 from kubedevice.plugin.cdi.files import (
     DEFAULT_SPEC_DIR,
     DEFAULT_SPEC_DIRS,
@@ -21,19 +30,12 @@ from kubedevice.plugin.cdi.files import (
 )
 from kubedevice.plugin.cdi.spec import (
     CDI_VERSIONS,
-    CLASS_NAME,
-    DEVICE_NAME,
-    VENDOR_NAME,
     CDIDevice,
-    CDIError,
     CDISpec,
     ContainerEdits,
     DeviceNode,
     Hook,
     Mount,
-    parse_qualified_name,
-    validate_device_name,
-    validate_kind,
 )
 
 __all__ = [

@@ -16,7 +16,8 @@ from typing import Any
 
 import yaml
 
-from kubedevice.plugin.cdi.spec import CDIDevice, CDIError, CDISpec, ContainerEdits, DeviceNode, Hook, Mount
+from kubedevice.cdi_names import CDIError
+from kubedevice.plugin.cdi.spec import CDIDevice, CDISpec, ContainerEdits, DeviceNode, Hook, Mount
 
 #: Where generated specs go (static ones live in /etc/cdi).
 DEFAULT_SPEC_DIR = Path("/var/run/cdi")

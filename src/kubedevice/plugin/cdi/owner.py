@@ -13,8 +13,9 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from kubedevice.cdi_names import CDIError
 from kubedevice.plugin.cdi.files import check_spec_dir, remove_spec, write_spec
-from kubedevice.plugin.cdi.spec import CDIError, CDISpec
+from kubedevice.plugin.cdi.spec import CDISpec
 from kubedevice.plugin.errors import ConfigError
 from kubedevice.plugin.events import EventBus, EventKind
 from kubedevice.plugin.model import Device

@@ -10,24 +10,21 @@ consumer would otherwise skip the whole file and every container asking for one 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from kubedevice.cdi_names import (
+    CDIError,
+    validate_device_name,
+    validate_kind,
+)
+
 #: The released spec versions a consumer accepts; 0.3.0 is the oldest the CDI libraries still read.
 CDI_VERSIONS = ("0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0")
 
-VENDOR_NAME = re.compile(r"[A-Za-z](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?")
-CLASS_NAME = VENDOR_NAME
-DEVICE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.:-]*[A-Za-z0-9])?")
 HOOK_NAMES = ("prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop")
-_NAME_RULE = "start with a letter, use letters, digits, '_', '-', '.', end with a letter or digit"
-
-
-class CDIError(ValueError):
-    """A spec or a name that breaks the CDI rules; the message is one line naming what and where."""
 
 
 @dataclass(frozen=True)
@@ -171,37 +168,6 @@ class CDISpec:
         if self.edits:
             out["containerEdits"] = self.edits.to_json()
         return out
-
-
-def validate_kind(kind: str) -> tuple[str, str]:
-    """``vendor/class`` → (vendor, class), checked."""
-    vendor, slash, device_class = kind.partition("/")
-    if not slash or not vendor or not device_class:
-        raise CDIError(f"CDI kind {kind!r} is not vendor/class — write it as e.g. 'example.com/gpu'")
-    if not VENDOR_NAME.fullmatch(vendor):
-        raise CDIError(f"CDI vendor {vendor!r} in kind {kind!r} is invalid — {_NAME_RULE}")
-    if not CLASS_NAME.fullmatch(device_class):
-        raise CDIError(f"CDI class {device_class!r} in kind {kind!r} is invalid — {_NAME_RULE}")
-    return vendor, device_class
-
-
-def validate_device_name(name: str) -> None:
-    if not DEVICE_NAME.fullmatch(name):
-        raise CDIError(
-            f"CDI device name {name!r} is invalid — use letters, digits, '_', '-', '.', ':', "
-            "starting and ending with a letter or digit"
-        )
-
-
-def parse_qualified_name(name: str) -> tuple[str, str]:
-    """``vendor/class=device`` → (kind, device), checked."""
-    kind, equals, device = name.partition("=")
-    vendor, slash, device_class = kind.partition("/")
-    if not equals or not device or not slash or not vendor or not device_class:
-        raise CDIError(f"CDI device {name!r} is not fully qualified — write it as vendor/class=name")
-    validate_kind(kind)
-    validate_device_name(device)
-    return kind, device
 
 
 def _validate(spec: CDISpec) -> str:

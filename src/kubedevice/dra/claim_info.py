@@ -1,0 +1,164 @@
+"""The claim-info cache: the one place of truth about prepared claims, guarded per claim.
+
+One entry per claim, keyed `<namespace>/<name>`, as in the kubelet's `claimInfoCache`. State changes happen
+on the event loop between awaits, so reads need no lock; the per-claim locks order the operations that
+span plugin calls (a prepare and an unprepare of one shared claim never interleave, kubelet issue
+#140527), and they are always taken in sorted key order so two pods never wait on each other in a cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+
+from kubedevice.checkpoint.dra_model import ClaimInfoState, DRACheckpointData, DRADevice
+from kubedevice.dra.types import ClaimRef, ResourceClaim
+
+
+def claim_key(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"
+
+
+@dataclass(slots=True, eq=False)
+class ClaimInfo:
+    """A claim, the pods that use it and the devices each of its drivers prepared.
+
+    `driver_state` has one key per driver of the allocation, even when that driver returned no device
+    (its value then stays None, Go's nil). `prepared` is memory-only: a restored entry is unprepared.
+    """
+
+    claim_uid: str
+    claim_name: str
+    namespace: str
+    pod_uids: set[str] = field(default_factory=set)
+    driver_state: dict[str, tuple[DRADevice, ...] | None] = field(default_factory=dict)
+    prepared: bool = False
+
+    @classmethod
+    def from_claim(cls, claim: ResourceClaim) -> ClaimInfo:
+        """The entry for an allocated claim (the caller checked `claim.allocation`)."""
+        drivers = claim.allocation.drivers if claim.allocation is not None else []
+        return cls(claim.uid, claim.name, claim.namespace, driver_state=dict.fromkeys(drivers))
+
+    @property
+    def key(self) -> str:
+        return claim_key(self.namespace, self.claim_name)
+
+    @property
+    def ref(self) -> ClaimRef:
+        return ClaimRef(self.namespace, self.claim_uid, self.claim_name)
+
+    def set_devices(self, driver: str, devices: tuple[DRADevice, ...]) -> None:
+        """Replace what `driver` prepared: a retry never lists a device twice (kubelet bug B1, fixed)."""
+        self.driver_state[driver] = devices or None
+
+    def cdi_devices(self, request: str) -> list[str]:
+        """The CDI IDs of the devices serving `request` ("" is every request), drivers by name.
+
+        A device with no request names serves every request; a subrequest (`gpu/large`, from
+        firstAvailable) serves its request (`gpu`).
+        """
+        found: list[str] = []
+        for driver in sorted(self.driver_state):
+            for device in self.driver_state[driver] or ():
+                if request and device.request_names and request not in _base_requests(device):
+                    continue
+                found.extend(device.cdi_device_ids or ())
+        return found
+
+    def to_state(self) -> ClaimInfoState:
+        return ClaimInfoState(
+            claim_uid=self.claim_uid,
+            claim_name=self.claim_name,
+            namespace=self.namespace,
+            pod_uids=frozenset(self.pod_uids),
+            driver_state=dict(self.driver_state),
+        )
+
+    @classmethod
+    def from_state(cls, state: ClaimInfoState) -> ClaimInfo:
+        return cls(
+            claim_uid=state.claim_uid,
+            claim_name=state.claim_name,
+            namespace=state.namespace,
+            pod_uids=set(state.pod_uids or ()),
+            driver_state=dict(state.driver_state or {}),
+        )
+
+
+def _base_requests(device: DRADevice) -> set[str]:
+    return {name.split("/", 1)[0] for name in device.request_names or ()}
+
+
+class ClaimInfoCache:
+    """Entries by key, the per-claim locks, and the snapshot the checkpoint is written from."""
+
+    def __init__(self, restored: DRACheckpointData | None = None) -> None:
+        self._entries: dict[str, ClaimInfo] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._waiters: dict[str, int] = {}
+        for state in (restored.claims if restored is not None else None) or ():
+            info = ClaimInfo.from_state(state)
+            self._entries[info.key] = info
+
+    def get(self, namespace: str, name: str) -> ClaimInfo | None:
+        return self._entries.get(claim_key(namespace, name))
+
+    def add(self, info: ClaimInfo) -> None:
+        self._entries[info.key] = info
+
+    def delete(self, namespace: str, name: str) -> None:
+        self._entries.pop(claim_key(namespace, name), None)
+
+    def entries(self) -> list[ClaimInfo]:
+        return [self._entries[k] for k in sorted(self._entries)]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def has_pod_reference(self, pod_uid: str) -> bool:
+        return any(pod_uid in info.pod_uids for info in self._entries.values())
+
+    def claim_names_for_pod(self, pod_uid: str) -> list[str]:
+        """Names of the entries that list the pod (the kubelet's claimNamesForPod)."""
+        return [info.claim_name for info in self.entries() if pod_uid in info.pod_uids]
+
+    def pods_with_claims(self) -> dict[str, tuple[str, list[str]]]:
+        """pod UID -> (the namespace of its first entry, the names of its entries), for the reconcile pass."""
+        found: dict[str, tuple[str, list[str]]] = {}
+        for info in self.entries():
+            for pod_uid in sorted(info.pod_uids):
+                found.setdefault(pod_uid, (info.namespace, []))[1].append(info.claim_name)
+        return found
+
+    def snapshot(self) -> DRACheckpointData:
+        return DRACheckpointData(tuple(info.to_state() for info in self.entries()))
+
+    @contextlib.asynccontextmanager
+    async def locked(self, keys: Iterable[str]) -> AsyncIterator[None]:
+        """Hold the locks of these claims, taken in sorted order; each lock is dropped once unused."""
+        ordered = sorted(set(keys))
+        held: list[str] = []
+        try:
+            for key in ordered:
+                lock = self._locks.setdefault(key, asyncio.Lock())
+                self._waiters[key] = self._waiters.get(key, 0) + 1
+                try:
+                    await lock.acquire()
+                except BaseException:
+                    self._release_waiter(key)
+                    raise
+                held.append(key)
+            yield
+        finally:
+            for key in reversed(held):
+                self._locks[key].release()
+                self._release_waiter(key)
+
+    def _release_waiter(self, key: str) -> None:
+        self._waiters[key] -= 1
+        if self._waiters[key] == 0:
+            del self._waiters[key]
+            del self._locks[key]
