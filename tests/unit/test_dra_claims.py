@@ -147,10 +147,10 @@ def test_missing_entries_fail_with_the_kubelets_texts() -> None:
     container = Container("main", (ContainerClaim("a"),))
     with pytest.raises(
         ContainerClaimsError,
-        match="^internal error: unable to get claim info for ResourceClaim c1 in namespace default$",
+        match=r"^internal error: unable to get claim info for ResourceClaim c1 in namespace default$",
     ):
         get_resources(ClaimInfoCache(), pod, container)
-    with pytest.raises(ContainerClaimsError, match="^unable to get information for ResourceClaim c1$"):
+    with pytest.raises(ContainerClaimsError, match=r"^unable to get information for ResourceClaim c1$"):
         get_container_claim_infos(ClaimInfoCache(), pod, container)
 
 
