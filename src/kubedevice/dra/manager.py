@@ -224,8 +224,9 @@ class DRAManager:
         return self._state.plugins.drivers()
 
     @property
-    def checkpoint_writes(self) -> int:
-        return self._state.writer.writes
+    def checkpoint_writes(self) -> tuple[int, float]:
+        """(writes, seconds spent in them) since start."""
+        return self._state.writer.writes, self._state.writer.write_seconds
 
     async def reconcile(self) -> int:
         """One reconcile pass now (nothing while sources are not ready); returns how many pods failed."""
