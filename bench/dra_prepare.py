@@ -148,9 +148,9 @@ async def run(*, quick: bool, runs: int) -> Figures:
             )
             figures.add(f"{pods:,} pods, {mode}: device-plugin admission, per pod", dp_cost * 1e3, "ms")
             figures.add(
-                f"{pods:,} pods, {mode}: DRA prepare ÷ device-plugin admission",
+                f"{pods:,} pods, {mode}: DRA prepare / device-plugin admission",
                 dra_cost / dp_cost,
-                "×",
+                "x",
                 target=Target(1.5) if not quick else None,
             )
             for lo, hi in windows:
