@@ -207,7 +207,7 @@ def test_the_pre_1_31_format_is_corrupt_with_the_same_text() -> None:
     d0 = (
         b'{"version":"v1","entries":[{"ClaimUID":"u","ClaimName":"c","Namespace":"n"}],"checksum":1288357193}'
     )
-    assert not is_dra_checkpoint(d0)
+    assert is_dra_checkpoint(d0)  # the pre-1.31 shape is recognised, to be reported as corrupt
     with pytest.raises(CorruptDRACheckpointError) as err:
         decode_dra(d0)
     assert str(err.value) == "checkpoint is corrupted"
@@ -288,7 +288,7 @@ def test_is_dra_checkpoint_looks_at_the_content() -> None:
     for name in VECTORS:
         assert is_dra_checkpoint(vector_file(name))
     assert not is_dra_checkpoint(encode(CheckpointData(None, {"example.com/gpu": ["a"]})))
-    for raw in (b"", b"{", b"null", b"[]", b'{"Data":1}', b'{"Data":null}', b"\xff"):
+    for raw in (b"", b"{", b"null", b"[]", b'{"Data":1}', b'{"Data":null}', b'{"entries":[]}', b"\xff"):
         assert not is_dra_checkpoint(raw)
 
 

@@ -16,10 +16,10 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from kubedevice.checkpoint.dra_codec import UnverifiedDRACheckpoint, decode_dra_unverified
+from kubedevice.checkpoint.dra_codec import UnverifiedDRACheckpoint, decode_dra, decode_dra_unverified
 from kubedevice.checkpoint.dra_model import ClaimInfoState, DRADevice
 from kubedevice.checkpoint.dra_reader import D1_LIST_KEY
-from kubedevice.checkpoint.errors import CheckpointError
+from kubedevice.checkpoint.errors import CheckpointError, CorruptDRACheckpointError
 from kubedevice.console import make_console
 
 #: How a command of :mod:`.cli` fails: one line on stderr and the exit code.
@@ -41,14 +41,18 @@ def _format(found: UnverifiedDRACheckpoint) -> str:
 
 
 def verify(path: Path, raw: bytes, fail: Fail, exit_invalid: int) -> None:
-    found = _decode(path, raw, fail, exit_invalid)
-    if not found.valid:
+    try:
+        # The kubelet's order: the outer document, its checksum, then the claims.
+        decode_dra(raw)
+    except CorruptDRACheckpointError as err:
         # The kubelet's text, then the numbers a person needs.
         fail(
-            f"error: {path}: checkpoint is corrupted: file says {found.checksum},"
-            f" the CRC-32 of Data is {found.computed_checksum}",
+            f"error: {path}: {err}: file says {err.found}, the CRC-32 of Data is {err.expected}",
             exit_invalid,
         )
+    except CheckpointError as err:
+        fail(f"error: {path}: {err}", exit_invalid)
+    found = _decode(path, raw, fail, exit_invalid)
     claims = found.data.claims or ()
     typer.echo(f"OK: checksum {found.checksum}, {len(claims)} claims, {_format(found)}")
 
@@ -98,8 +102,8 @@ def _devices_text(devices: tuple[DRADevice, ...] | None) -> Text:
         lines.append(f"{device.pool_name}/{device.device_name}")
         if device.request_names is not None:
             lines.append("  requests: " + ", ".join(device.request_names))
-        if device.cdi_device_ids is not None:
-            lines.append("  cdi: " + ", ".join(device.cdi_device_ids))
+        # One CDI ID a line: they are long, and a table cell folds a joined list mid-ID.
+        lines.extend(f"  cdi: {cdi}" for cdi in device.cdi_device_ids or ())
         if device.share_id is not None:
             lines.append(f"  share: {device.share_id}")
     return Text("\n".join(lines) or "(empty)")

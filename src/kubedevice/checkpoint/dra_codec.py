@@ -179,9 +179,11 @@ def decode_dra_unverified(raw: bytes) -> UnverifiedDRACheckpoint:
 
 
 def is_dra_checkpoint(raw: bytes) -> bool:
-    """Whether the bytes are a DRA checkpoint by their content: a JSON object whose ``Data`` is a string.
+    """Whether the bytes are a DRA checkpoint by their content: a JSON object whose ``Data`` is a string
+    (the device manager's checkpoint has an object there), or the pre-1.31 DRA format (``version`` and
+    ``entries``, no ``Data``), which then fails its checksum as the kubelet's reader fails it.
 
-    (The device manager's checkpoint has an object there.) False for anything that is not JSON.
+    False for anything that is not JSON.
     """
     try:
         doc, _ = parse_json(raw)
@@ -189,7 +191,8 @@ def is_dra_checkpoint(raw: bytes) -> bool:
         return False
     if not isinstance(doc, JSONObject):
         return False
-    return any(
-        match_field(key, ("Data",)) == "Data" and isinstance(value, str) and not isinstance(value, JSONNumber)
-        for key, value in doc.pairs
-    )
+    keys = {match_field(key, ("Data", "version", "entries")): value for key, value in doc.pairs}
+    if "Data" in keys:
+        data = keys["Data"]
+        return isinstance(data, str) and not isinstance(data, JSONNumber)
+    return "version" in keys and "entries" in keys
