@@ -183,7 +183,11 @@ _CRASHER = textwrap.dedent(
     device = DRADevice("node-1", "gpu-0", ("gpu",), ("gpu.example.com/gpu=gpu-0",))
     pods = frozenset({"pod-a", "pod-b"})
     claim = ClaimInfoState("u-2", "new", "default", pods, {"gpu.example.com": (device,)})
-    DRACheckpointStore(Path(sys.argv[1]), fault=crash).write(DRACheckpointData((claim,)))
+    store = DRACheckpointStore(Path(sys.argv[1]), fault=crash)
+    if sys.argv[3] == "create":
+        store.read_or_create()
+    else:
+        store.write(DRACheckpointData((claim,)))
     """
 )
 
@@ -191,7 +195,9 @@ _CRASHER = textwrap.dedent(
 @pytest.mark.parametrize("stage", WRITE_STAGES)
 def test_a_process_killed_inside_a_write_leaves_the_old_or_the_new_file(tmp_path: Path, stage: str) -> None:
     DRACheckpointStore(tmp_path).write(OLD)
-    done = subprocess.run([sys.executable, "-c", _CRASHER, str(tmp_path), stage], capture_output=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _CRASHER, str(tmp_path), stage, "write"], capture_output=True
+    )
     assert done.returncode == 17, done.stderr.decode()
     # Verified either way, never a mix; a crash after the rename already shows the new data.
     expected = NEW if stage == "after-rename" else OLD
@@ -202,6 +208,18 @@ def test_a_process_killed_inside_a_write_leaves_the_old_or_the_new_file(tmp_path
     assert len(leftovers) == (0 if stage == "after-rename" else 1)
     assert store.remove_stale_temp_files() == leftovers
     assert _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("stage", WRITE_STAGES)
+def test_a_process_killed_while_creating_the_file_leaves_none_or_c2(tmp_path: Path, stage: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _CRASHER, str(tmp_path), stage, "create"], capture_output=True
+    )
+    assert done.returncode == 17, done.stderr.decode()
+    store = DRACheckpointStore(tmp_path)
+    assert store.path.exists() == (stage == "after-rename")
+    assert store.read_or_create() == DRACheckpointData(None)
+    assert store.path.read_bytes() == vector_file("C2")
 
 
 # ---------------------------------------------------------------------------------------------------------
