@@ -23,7 +23,7 @@ from kubedevice.checkpoint import (
     CorruptCheckpointError,
     DRACheckpointStore,
 )
-from kubedevice.checkpoint.dra_model import ClaimInfoState
+from kubedevice.checkpoint.dra_model import ClaimInfoState, DRACheckpointData
 from kubedevice.dra import container_claims, prepare, unprepare
 from kubedevice.dra.checkpointing import StateWriter
 from kubedevice.dra.claim_info import ClaimInfoCache
@@ -104,7 +104,7 @@ class DRAManager:
         if self._status != "new":
             raise RuntimeError(f"DRA manager already {self._status}")
         try:
-            data = await asyncio.to_thread(self._store.read_or_create)
+            data = await asyncio.to_thread(self._read_checkpoint)
         except (CorruptCheckpointError, CheckpointFormatError) as err:
             self._status = "stopped"
             raise DRACheckpointError(
@@ -125,6 +125,14 @@ class DRAManager:
         log.info(
             "DRA manager started: %d claim(s) restored from %s", len(self._state.cache), self._store.path
         )
+
+    def _read_checkpoint(self) -> DRACheckpointData:
+        if self._store.path.parent.is_dir():
+            # A write a crash cut short leaves its temporary file; the kubelet never removes them.
+            removed = self._store.remove_stale_temp_files()
+            if removed:
+                log.info("removed %d temporary DRA checkpoint file(s) left by a crash", len(removed))
+        return self._store.read_or_create()
 
     async def stop(self) -> None:
         """Stop the reconcile loop and close every plugin connection. Idempotent."""
