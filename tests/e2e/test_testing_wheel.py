@@ -32,6 +32,8 @@ REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "testing.md"
 EXAMPLE = REPO / "examples" / "thermal_widget.py"
 MARKER = "# test_thermal_widget.py"
+#: The folder docs/testing.md's recipe runs the test file in.
+RECIPE_DIR = "/tmp/widget-tests"
 #: What the build needs from the repository.
 BUILD_INPUTS = ("pyproject.toml", "README.md", "LICENSE", "src")
 #: `make dist`'s build command, run on the copy of the sources.
@@ -45,6 +47,15 @@ def doc_test_file() -> str:
         if code.startswith(MARKER + "\n"):
             return code
     raise AssertionError(f"docs/testing.md has no python block starting with {MARKER!r}")
+
+
+def recipe(folder: Path) -> list[str]:
+    """docs/testing.md's sh block that runs the test file, with its folder swapped for `folder`."""
+    for block in DOC.read_text(encoding="utf-8").split("```sh\n")[1:]:
+        code = block.split("```\n", 1)[0]
+        if RECIPE_DIR in code:
+            return [line.replace(RECIPE_DIR, str(folder)) for line in code.strip().splitlines()]
+    raise AssertionError(f"docs/testing.md has no sh block using {RECIPE_DIR}")
 
 
 def run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -162,8 +173,31 @@ def test_the_documented_test_file_passes_from_a_fresh_venv_with_only_the_wheel(i
     (project / "test_thermal_widget.py").write_text(doc_test_file(), encoding="utf-8")
 
     python, env = installed.python, installed.env
+    (ini_line,) = [line for line in recipe(project) if "pytest.ini" in line]
+    run("sh", "-c", ini_line, cwd=project)
     where = run(python, "-c", "import kubedevice.testing as t; print(t.__file__)", cwd=project, env=env)
     assert where.startswith(str(installed.venv)), where
 
     output = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", project, cwd=project, env=env)
     assert "6 passed" in output, output
+    assert "warning" not in output.lower(), output
+
+
+def test_the_documented_recipe_runs_as_written_without_a_warning() -> None:
+    folder = short_tempdir("kd-recipe-") / "widget-tests"
+    try:
+        lines = recipe(folder)
+        assert lines[-1].startswith(".venv/bin/python -m pytest"), lines
+        # This interpreter is the clone's .venv one under `make test`; named as such, whatever ran pytest.
+        lines[-1] = lines[-1].replace(".venv/bin/python", sys.executable, 1)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+        done = subprocess.run(
+            ["sh", "-e", "-c", "\n".join(lines)],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        output = done.stdout + done.stderr
+        assert done.returncode == 0, output
+        assert "6 passed" in output, output
+        assert "warning" not in output.lower(), output
+    finally:
+        shutil.rmtree(folder.parent, ignore_errors=True)
