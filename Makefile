@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test lint bench proto install dist clean
+.PHONY: demo test lint bench proto docs install dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ bench: $(STAMP)
 
 proto: $(STAMP)
 	$(BIN)/python tools/gen_proto.py
+
+# docs/sdk.md from the plugin SDK's docstrings; a test checks the committed page is a fresh render.
+docs: $(STAMP)
+	$(BIN)/python tools/gen_sdk_doc.py
 
 # The sdist and the wheel into dist/ (`pip install dist/kubedevice-*.whl` anywhere). Built without
 # isolation: with the venv's setuptools, which the test extras keep at what build-system requires, so it
