@@ -226,6 +226,7 @@ def dockerfile(name: str) -> list[tuple[str, str]]:
 def test_what_the_images_copy_exists_in_the_build_context(name: str) -> None:
     # The build context is the repository root (`docker build -f deploy/NAME .`); ARGs at their defaults.
     args: dict[str, str] = {}
+    copied: set[str] = set()
     for instruction, rest in dockerfile(name):
         if instruction == "ARG":
             key, _, default = rest.partition("=")
@@ -234,6 +235,9 @@ def test_what_the_images_copy_exists_in_the_build_context(name: str) -> None:
             *sources, _ = shlex.split(re.sub(r"\$\{?(\w+)\}?", lambda m: args[m[1]], rest))
             for source in sources:
                 assert (REPO / source).exists(), f"{name}: COPY {source}: not in the build context"
+            copied.update(sources)
+    # What building kubedevice reads (pyproject.toml names README.md as readme and LICENSE as licence file).
+    assert {"pyproject.toml", "README.md", "LICENSE", "src"} <= copied, f"{name} copies only {sorted(copied)}"
     assert [r for i, r in dockerfile(name) if i == "FROM"][-1].startswith("python:3.11-slim")
 
 
