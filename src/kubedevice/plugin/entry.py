@@ -23,9 +23,14 @@ def serve(
 ) -> None:
     """Run `plugin` until SIGTERM or SIGINT (blocking); options are PluginServer's keyword arguments.
 
-    The plugin directory is `plugin_dir`, else `$KUBEDEVICE_PLUGIN_DIR`, else the kubelet's. Each lifecycle
-    event (waiting, serving, registered, kubelet restart, re-registered, stopped...) is printed as one line
-    on stdout unless `print_events` is False. A configuration error is one line on stderr and exit code 2.
+    The one call a plugin's script makes, last: it runs its own event loop, so call it outside one (from
+    a test or an async program, use `PluginServer`). The plugin directory is `plugin_dir`, else
+    `$KUBEDEVICE_PLUGIN_DIR`, else the kubelet's. Each lifecycle event (waiting, serving, registered,
+    kubelet restart, re-registered, stopped...) is printed as one line on stdout unless `print_events` is
+    False. A configuration error is one line on stderr and exit code 2. Among the options:
+    `metrics_port=9402` serves Prometheus metrics, `plugin_watcher=True` registers through the kubelet's
+    plugins_registry folder instead of kubelet.sock, `use_inotify=False` polls for kubelet restarts.
+    SIGHUP makes the plugin serve a new socket and register again.
     """
     directory = plugin_dir or os.environ.get(PLUGIN_DIR_ENV) or DEFAULT_PLUGIN_DIR
     command = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "serve"

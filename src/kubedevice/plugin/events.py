@@ -12,6 +12,8 @@ log = logging.getLogger(__name__)
 
 
 class EventKind(enum.StrEnum):
+    """What happened to a running plugin; the first word of its event's line."""
+
     SERVING = "serving"
     """The DevicePlugin service answers on a new socket."""
     WAITING = "waiting"
@@ -42,9 +44,15 @@ class EventKind(enum.StrEnum):
 
 @dataclass(frozen=True)
 class LifecycleEvent:
+    """One thing that happened to a running plugin, handed to `on_event` handlers as it happens."""
+
+    #: What happened.
     kind: EventKind
+    #: The plugin's resource name.
     resource: str
+    #: Details by name, e.g. `endpoint` for SERVING and REGISTERED, `healthy`/`unhealthy` for DEVICES.
     fields: dict[str, str] = field(default_factory=dict)
+    #: When it happened (seconds since the epoch).
     time: float = field(default_factory=time.time)
 
     def line(self) -> str:

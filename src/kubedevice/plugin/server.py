@@ -54,7 +54,7 @@ DEFAULT_REGISTRY_DIR = PLUGINS_REGISTRY_PATH.rstrip("/")
 
 @dataclass(frozen=True)
 class Backoff:
-    """Delays between Register attempts: initial, doubling, capped."""
+    """Delays between Register attempts: `initial` seconds, times `factor` after each failure, up to `cap`."""
 
     initial: float = 0.1
     cap: float = 5.0
@@ -146,6 +146,7 @@ class PluginServer:
         return self.endpoints.socket_path
 
     async def start(self) -> None:
+        """Start following the device source and registering, and return at once (once only)."""
         if self._started:
             raise RuntimeError("PluginServer already started")
         self._started = True
@@ -179,6 +180,7 @@ class PluginServer:
             await self.stop()
 
     def request_stop(self) -> None:
+        """Make `run()` stop and return, as SIGTERM does; callable from any coroutine of the loop."""
         self._stop_requested.set()
 
     def request_reregistration(self) -> None:
