@@ -93,9 +93,12 @@ class Widgets(DevicePlugin):
         return [Device("w0"), Device("w1")]
 
 
-async def test_the_plugin_dir_is_waited_for_not_created(plugin_dir: str) -> None:
+async def test_the_plugin_dir_is_waited_for_not_created(
+    plugin_dir: str, caplog: pytest.LogCaptureFixture
+) -> None:
     directory = os.path.join(plugin_dir, "device-plugins")
     events: list[LifecycleEvent] = []
+    caplog.set_level(logging.INFO, logger="kubedevice")
     async with PluginServer(Widgets(), directory, poll_interval=0.02, on_event=events.append) as server:
         await wait_until(lambda: any(e.kind == EventKind.WAITING for e in events), what="a waiting event")
         assert not exists(directory)  # the kubelet owns it
@@ -105,6 +108,9 @@ async def test_the_plugin_dir_is_waited_for_not_created(plugin_dir: str) -> None
             await wait_until(lambda: server.registrations == 1, what="the plugin to see its registration")
     waiting = [e for e in events if e.kind == EventKind.WAITING]
     assert [e.fields for e in waiting] == [{"path": directory}]  # said once, not per poll
+    # One line says it, not a second one about inotify being unavailable.
+    said = [r.getMessage() for r in caplog.records if directory in r.getMessage()]
+    assert said == [f"waiting for the plugin directory at {directory}"], said
 
 
 async def test_a_failing_device_source_backs_off_logs_once_and_turns_unhealthy(

@@ -228,8 +228,10 @@ class PluginServer:
         if exists():
             return
         self._say_waiting(self.plugin_dir, "the plugin directory")
-        # A missing directory can only be polled: the watch does that, until it exists.
-        watch = DirectoryWatch(self.plugin_dir, poll_state=exists, poll_interval=self._poll_interval)
+        # A missing directory can only be polled (inotify needs it to exist), until it exists.
+        watch = DirectoryWatch(
+            self.plugin_dir, poll_state=exists, poll_interval=self._poll_interval, use_inotify=False
+        )
         watch.start()
         try:
             while not exists():
