@@ -25,12 +25,15 @@ def serve(
 
     The plugin directory is `plugin_dir`, else `$KUBEDEVICE_PLUGIN_DIR`, else the kubelet's. Each lifecycle
     event (waiting, serving, registered, kubelet restart, re-registered, stopped...) is printed as one line
-    on stdout unless `print_events` is False. A configuration error is one line on stderr and exit code 2.
+    on stdout unless `print_events` is False; where stdout and stderr are the same terminal, the log then
+    says them at DEBUG only, so each shows once. A configuration error is one line on stderr and exit code 2.
     """
     directory = plugin_dir or os.environ.get(PLUGIN_DIR_ENV) or DEFAULT_PLUGIN_DIR
     command = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "serve"
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+    options.setdefault("log_events", not (print_events and events_share_the_log()))
 
     async def main() -> None:
         server = PluginServer(
@@ -47,6 +50,16 @@ def serve(
     except ConfigError as exc:
         print(f"error: {command}: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def events_share_the_log() -> bool:
+    """stdout, where events are printed, and stderr, where the log goes, are one terminal: a line the
+    log would say for an event would show twice."""
+    try:
+        out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError):  # closed, or replaced by an object without a descriptor
+        return False
+    return sys.stdout.isatty() and sys.stderr.isatty() and out.st_rdev == err.st_rdev
 
 
 def print_event(event: LifecycleEvent) -> None:
