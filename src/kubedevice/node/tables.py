@@ -73,6 +73,15 @@ def print_pods(console: Console, data: list[dict[str, Any]]) -> None:
                 (f"{entry['reason']}: {entry['message']}" if entry["reason"] else "") if first else "",
             )
     console.print(table)
+    for entry in data:
+        for why in [entry.get("detail") or "", *entry.get("warnings", ())]:
+            if why:
+                console.print(
+                    f"{entry['namespace']}/{entry['name']}: {why}",
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,
+                )
     for entry in errors:
         console.print(f"bad manifest {entry['file']}: {entry['error']}", highlight=False)
 
