@@ -9,8 +9,6 @@ to stdout (it says them at debug level), so each shows once.
 from __future__ import annotations
 
 import asyncio
-import logging
-import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,6 +19,7 @@ import typer
 
 from kubedevice.api.constants import PLUGIN_DIR_ENV
 from kubedevice.console import fail, parse_log_level
+from kubedevice.logs import configure_logging
 from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.builtin.fake import FakeConfig, FakePlugin, NumaLayout
 from kubedevice.plugin.builtin.paths import PathsPlugin
@@ -176,11 +175,8 @@ def _run(
     replicas: int | None = None,
     refuse_multiple: bool = False,
 ) -> None:
-    # gRPC core logs every GOAWAY of a restarting kubelet at INFO on stderr; that is normal here.
-    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
-    logging.basicConfig(
-        level=common.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    # gRPC core logs a restarting kubelet's GOAWAY, normal here, only where GRPC_VERBOSITY asks for it.
+    configure_logging(parse_log_level(common.log_level))
     try:
         plugin = make_plugin()
         if replicas is not None:
