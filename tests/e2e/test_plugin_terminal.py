@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
+
+import pytest
 
 from tests.plugin_kubelet import FakeKubelet, plugin_dir
 from tests.plugin_process import KUBEDEVICE, PluginProcess
@@ -47,11 +50,38 @@ class Terminal:
         os.close(self.master)
 
 
-async def test_each_lifecycle_event_shows_once_on_a_terminal(plugin_dir: str) -> None:
+#: An SDK plugin's own script that logs at INFO, as an author debugging it would, then calls serve().
+SDK_SCRIPT = f"""
+import logging, sys
+from kubedevice.plugin import serve
+from kubedevice.plugin.builtin.fake import FakeConfig, FakePlugin
+logging.basicConfig(level=logging.INFO)
+serve(FakePlugin(FakeConfig("{RESOURCE}", 1)), sys.argv[1])
+"""
+
+
+def _command(kind: str, directory: str) -> tuple[str, ...]:
+    if kind == "cli":
+        return (
+            KUBEDEVICE,
+            "plugin",
+            "fake",
+            "--resource",
+            RESOURCE,
+            "--devices",
+            "1",
+            "--plugin-dir",
+            directory,
+        )
+    return (sys.executable, "-c", SDK_SCRIPT, directory)
+
+
+@pytest.mark.parametrize("kind", ["cli", "serve"])
+async def test_each_lifecycle_event_shows_once_on_a_terminal(plugin_dir: str, kind: str) -> None:
     directory = os.path.join(plugin_dir, "device-plugins")  # missing at first: "waiting" is said too
     terminal = Terminal()
     process = await asyncio.create_subprocess_exec(
-        *(KUBEDEVICE, "plugin", "fake", "--resource", RESOURCE, "--devices", "1", "--plugin-dir", directory),
+        *_command(kind, directory),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=terminal.slave,
         stderr=terminal.slave,
