@@ -1,9 +1,9 @@
 """How the long-running commands log (`node`, `plugin`): one format on stderr, at the `--log-level` chosen.
 
 The level is kubedevice's own. gRPC's Python modules log their internals at debug level (every event loop
-they bind, the I/O engine), and its C core logs by GRPC_VERBOSITY; neither is what `--log-level debug`
-asks for. So unless GRPC_VERBOSITY is set, the C core logs errors only and the `grpc` loggers warnings
-and errors; with GRPC_VERBOSITY set (debug, info, error or none, as gRPC reads it) both follow it.
+they bind, the I/O engine), and its C core logs by GRPC_VERBOSITY (errors only by default, read when grpc
+is imported); neither is what `--log-level debug` asks for. So the `grpc` loggers show warnings and errors
+only, unless GRPC_VERBOSITY is set (debug, info, error or none, as gRPC reads it): then they follow it too.
 """
 
 from __future__ import annotations
@@ -25,17 +25,11 @@ GRPC_LEVELS = {
 
 
 def configure_logging(level: int, environ: MutableMapping[str, str] = os.environ) -> None:
-    """Log to stderr at `level`; gRPC's own logs stay at errors and warnings unless GRPC_VERBOSITY asks.
-
-    Call it before the first gRPC channel or server is made: the C core reads GRPC_VERBOSITY then.
-    """
+    """Log to stderr at `level`; gRPC's Python loggers at warnings unless GRPC_VERBOSITY asks for more."""
     logging.basicConfig(level=level, stream=sys.stderr, format=FORMAT)
     asked = environ.get("GRPC_VERBOSITY", "").upper()
-    if asked in GRPC_LEVELS:
-        logging.getLogger("grpc").setLevel(GRPC_LEVELS[asked])
-    else:
-        # The C core's default is ERROR already; set it so an inherited empty or unknown value means that.
-        environ["GRPC_VERBOSITY"] = "ERROR"
-        logging.getLogger("grpc").setLevel(max(level, logging.WARNING))
+    logging.getLogger("grpc").setLevel(GRPC_LEVELS.get(asked, max(level, logging.WARNING)))
+    # For a gRPC core that reads it later than its import (and any process started from here): errors.
+    environ.setdefault("GRPC_VERBOSITY", "ERROR")
     # asyncio says which selector it chose at debug level; its warnings (slow callbacks) still show.
     logging.getLogger("asyncio").setLevel(max(level, logging.INFO))

@@ -175,7 +175,6 @@ def _run(
     replicas: int | None = None,
     refuse_multiple: bool = False,
 ) -> None:
-    # gRPC core logs a restarting kubelet's GOAWAY, normal here, only where GRPC_VERBOSITY asks for it.
     configure_logging(parse_log_level(common.log_level))
     try:
         plugin = make_plugin()
