@@ -25,14 +25,14 @@ def serve(
 
     The plugin directory is `plugin_dir`, else `$KUBEDEVICE_PLUGIN_DIR`, else the kubelet's. Each lifecycle
     event (waiting, serving, registered, kubelet restart, re-registered, stopped...) is printed as one line
-    on stdout unless `print_events` is False; where stdout and stderr are the same terminal, the log then
-    says them at DEBUG only, so each shows once. A configuration error is one line on stderr and exit code 2.
+    on stdout unless `print_events` is False. A configuration error is one line on stderr and exit code 2.
     """
     directory = plugin_dir or os.environ.get(PLUGIN_DIR_ENV) or DEFAULT_PLUGIN_DIR
     command = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "serve"
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
+    # Printed events on the terminal the log goes to: the log says them at debug level, so each shows once.
     options.setdefault("log_events", not (print_events and events_share_the_log()))
 
     async def main() -> None:
