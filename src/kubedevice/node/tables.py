@@ -53,7 +53,7 @@ def print_node(console: Console, data: dict[str, Any]) -> None:
 
 def print_pods(console: Console, data: list[dict[str, Any]]) -> None:
     table = Table(title="Pods")
-    #: The daemon's why of a refusal and what a pod runs without: whole lines under the table.
+    # The daemon's why of a refusal and what a pod runs without: whole lines under the table.
     notes: list[str] = []
     table.add_column("namespace/name", no_wrap=True)
     for column in ("phase", "container", "devices", "numa hint", "reason: message"):
