@@ -37,6 +37,9 @@ def serve(
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
+    # Printed events on the terminal the log goes to: the log says them at debug level, so each shows once.
+    options.setdefault("log_events", not (print_events and events_share_the_log()))
+
     async def main() -> None:
         server = PluginServer(
             plugin,
@@ -52,6 +55,16 @@ def serve(
     except ConfigError as exc:
         print(f"error: {command}: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def events_share_the_log() -> bool:
+    """stdout, where events are printed, and stderr, where the log goes, are one terminal: a line the
+    log would say for an event would show twice."""
+    try:
+        out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError):  # closed, or replaced by an object without a descriptor
+        return False
+    return sys.stdout.isatty() and sys.stderr.isatty() and out.st_rdev == err.st_rdev
 
 
 def print_event(event: LifecycleEvent) -> None:

@@ -68,9 +68,12 @@ EventHandler = Callable[[LifecycleEvent], None]
 class EventBus:
     """Fans events out to handlers; a failing handler is logged, never allowed to break the server."""
 
-    def __init__(self, resource: str) -> None:
+    def __init__(self, resource: str, *, log_events: bool = True) -> None:
         self._resource = resource
         self._handlers: list[EventHandler] = []
+        #: The level of the log lines that say what an event says: INFO, or DEBUG where the events
+        #: themselves are printed on the terminal the log goes to (each would be said twice).
+        self.said_level = logging.INFO if log_events else logging.DEBUG
 
     def subscribe(self, handler: EventHandler) -> Callable[[], None]:
         """Add a handler; return a function that removes it again."""
