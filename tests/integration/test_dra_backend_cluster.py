@@ -302,3 +302,24 @@ async def test_kubeconfig_env_alone_stays_standalone(tmp_path: Path, monkeypatch
 
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
     assert isinstance(make_backend(kubelet_dir=tmp_path, driver_name=DRIVER), StandaloneBackend)
+
+
+async def test_a_node_unreadable_at_start_is_read_when_publishing(
+    api: ApiServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="kubedevice.plugin.dra.backend.cluster")
+    node_uid = api.add_node(NODE)
+    api.faults.append(("GET", 500))  # the Node read at start
+    b = ClusterBackend(
+        driver_name=DRIVER, node_name=NODE, kubeconfig=str(api.kubeconfig(tmp_path)), backoff=FAST
+    )
+    await b.start()
+    try:
+        assert [r.getMessage() for r in caplog.records] == [
+            f"cannot read node {NODE} yet: injected fault; trying again when publishing"
+        ]
+        await b.publish(gpus(1))
+        await settled(api, b, 1, [1])
+        assert api.slice_json()[0]["metadata"]["ownerReferences"][0]["uid"] == node_uid
+    finally:
+        await b.stop()
