@@ -78,13 +78,13 @@ class ApiServer:
             await asyncio.gather(*self._handlers, return_exceptions=True)
             await self._server.wait_closed()
 
-    def kubeconfig(self, folder: Path) -> Path:
+    def kubeconfig(self, folder: Path, token: str = TOKEN) -> Path:
         path = folder / "kubeconfig"
         config = {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": "stand-in", "cluster": {"server": f"http://127.0.0.1:{self.port}"}}],
-            "users": [{"name": "stand-in", "user": {"token": TOKEN}}],
+            "users": [{"name": "stand-in", "user": {"token": token}}],
             "contexts": [{"name": "stand-in", "context": {"cluster": "stand-in", "user": "stand-in"}}],
             "current-context": "stand-in",
         }
@@ -120,6 +120,14 @@ class ApiServer:
         assert item.metadata is not None and item.metadata.name
         event = "MODIFIED" if item.metadata.name in self.slices else "ADDED"
         await self._store(item, event)
+
+    async def expire_watches(self) -> None:
+        """Every open watch gets the API's ERROR event `410 Gone` and its stream ends, as when the version
+        it watches from has been compacted away; a client must list again."""
+        _, gone = _status(410, "Expired", "too old resource version: 1 (2)")
+        self.events.append((self._bump(), "ERROR", gone))
+        async with self._changed:
+            self._changed.notify_all()
 
     # -- HTTP -------------------------------------------------------------------------------------------
 
@@ -269,17 +277,24 @@ class ApiServer:
             pending = [(v, k, d) for v, k, d in self.events if v > since]
             for version, kind, data in pending:
                 since = version
-                if _selected(ResourceSlice.from_dict(data), request.query):
+                if kind == "ERROR" or _selected(ResourceSlice.from_dict(data), request.query):
                     line = json.dumps({"type": kind, "object": data}).encode() + b"\n"
                     writer.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+                if kind == "ERROR":
+                    writer.write(b"0\r\n\r\n")
+                    await writer.drain()
+                    return
             await writer.drain()
             async with self._changed:
                 if not any(v > since for v, _, _ in self.events):
                     await self._changed.wait()
 
     def _next_version(self) -> str:
+        return str(self._bump())
+
+    def _bump(self) -> int:
         self.version += 1
-        return str(self.version)
+        return self.version
 
 
 # -- helpers --------------------------------------------------------------------------------------------

@@ -289,6 +289,17 @@ async def test_mode_choice_and_start_errors(
         await unknown.start()
     assert str(not_found.value).startswith('node "node-9" not found on the API server — set NODE_NAME')
 
+    api.add_node("node-9")
+    unauthorized = make_backend(
+        kubelet_dir=tmp_path, driver_name=DRIVER, kubeconfig=str(api.kubeconfig(tmp_path, token="wrong"))
+    )
+    with pytest.raises(DRABackendError) as denied:
+        await unauthorized.start()
+    assert str(denied.value) == (
+        "cluster mode: reading node node-9: Unauthorized — give the plugin's service account the RBAC in "
+        "deploy/dra-daemonset.yaml"
+    )
+
     missing = make_backend(kubelet_dir=tmp_path, driver_name=DRIVER, kubeconfig=str(tmp_path / "nope"))
     with pytest.raises(DRABackendError) as bad_config:
         await missing.start()
@@ -323,3 +334,23 @@ async def test_a_node_unreadable_at_start_is_read_when_publishing(
         assert api.slice_json()[0]["metadata"]["ownerReferences"][0]["uid"] == node_uid
     finally:
         await b.stop()
+
+
+async def test_an_expired_watch_lists_again_and_keeps_watching(
+    api: ApiServer, backend: ClusterBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="kubedevice.plugin.dra.backend.cluster")
+    await backend.publish(gpus(2))
+    await settled(api, backend, 1, [2])
+    watches = sum(1 for r in api.log if r.query.get("watch") == "true")
+    await api.expire_watches()
+    await poll_async(
+        lambda: sum(1 for r in api.log if r.query.get("watch") == "true") > watches, "the watch started again"
+    )
+    assert [r.getMessage() for r in caplog.records] == [
+        f"watching the ResourceSlices of {DRIVER} failed: too old resource version: 1 (2); "
+        "trying again in 0.02 s"
+    ]
+    # The new watch works: a deleted slice is put back.
+    await api.delete_slice(api.slice_json()[0]["metadata"]["name"])
+    await settled(api, backend, 2, [2])

@@ -82,6 +82,12 @@ class ClusterBackend:
                     f'node "{self.node_name}" not found on the API server — set NODE_NAME to the name of '
                     "the node this plugin runs on (spec.nodeName through the downward API)"
                 ) from None
+            if err.code in (401, 403):
+                await self._api.close()
+                raise DRABackendError(
+                    f"cluster mode: reading node {self.node_name}: {err} — give the plugin's service account "
+                    "the RBAC in deploy/dra-daemonset.yaml"
+                ) from None
             # The API server may be down for a moment; the publishing pass asks again.
             log.warning("cannot read node %s yet: %s; trying again when publishing", self.node_name, err)
         self._tasks = [

@@ -135,8 +135,9 @@ class KubeApi:
     ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         """Events (`ADDED`, `MODIFIED`, `DELETED`) of this driver's slices on this node from that version.
 
-        The library resumes a watch that the server closed, and lists again after a 410 Gone; any other
-        failure ends the iteration with a KubeError.
+        The library resumes a watch that the server closed from the last version it saw; an error (an
+        ERROR event such as `410 Gone` among them) ends the iteration with a KubeError, and the caller
+        lists again.
         """
         try:
             async for event, item in self._client.watch(
