@@ -241,3 +241,26 @@ def test_standalone_mode_never_loads_the_client_library(root: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.strip() == "[]"
+
+
+async def test_two_instances_of_a_rolling_update_never_lower_the_generation(
+    root: Path, daemon: StatusServer
+) -> None:
+    """Instances A and B of one driver write one file: each write has a higher generation than the last."""
+    a, b = await started(root), await started(root)
+    path = a.path
+    try:
+        await a.publish(gpus("gpu-0", "gpu-1"))
+        assert documents(path)[0]["spec"]["pool"]["generation"] == 1
+        await b.publish(gpus("gpu-0", "gpu-1"))
+        assert documents(path)[0]["spec"]["pool"]["generation"] == 2
+        await a.publish(gpus("gpu-0"))
+        assert documents(path)[0]["spec"]["pool"]["generation"] == 3
+        # B republishes its (older) devices, at its next registration: above A's generation, not below.
+        await b.publish(gpus("gpu-0", "gpu-1"))
+        doc = documents(path)[0]
+        assert doc["spec"]["pool"]["generation"] == 4
+        assert [d["name"] for d in doc["spec"]["devices"]] == ["gpu-0", "gpu-1"]
+    finally:
+        await a.stop()
+        await b.stop()

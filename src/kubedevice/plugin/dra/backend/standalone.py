@@ -50,7 +50,6 @@ class StandaloneBackend:
     async def start(self) -> None:
         if not self.node_name:
             self.node_name = await self._daemon_node_name()
-        self.generation = await asyncio.to_thread(slice_file.read_generation, self.path)
         # The watch needs the folder; the daemon makes it too, but may start after the plugin.
         await asyncio.to_thread(self.path.parent.mkdir, parents=True, exist_ok=True)
         name = self.path.name
@@ -98,7 +97,8 @@ class StandaloneBackend:
         raise ClaimFetchError(f"the node daemon answered GET {path} with HTTP {status}: {error}")
 
     async def publish(self, devices: Sequence[SliceDevice]) -> None:
-        """Write the slice file for these devices; the generation goes up only when the content changes.
+        """Write the slice file for these devices; the generation goes up when the content changes (and
+        past the file's, which a restarted plugin or another instance may have written).
 
         Raises SliceContentError (a ValueError) for devices that cannot be published; nothing is written then.
         """
@@ -106,8 +106,11 @@ class StandaloneBackend:
             raise RuntimeError("publish() before start()")
         content = pool_content(devices)
         async with self._lock:
-            if content != self._content:
-                self.generation += 1
+            # During a rolling update two instances of the driver write this file: the generation on disk
+            # may be the other's, and the pool's generation must never go down.
+            on_disk = await asyncio.to_thread(slice_file.read_generation, self.path)
+            if content != self._content or on_disk > self.generation:
+                self.generation = max(self.generation, on_disk) + 1
                 self._content = content
             await self._write(content)
 
