@@ -1,0 +1,59 @@
+"""The DRA face's outside world, as the SDK sees it: claims in, ResourceSlices out.
+
+A DRA driver reads each allocated ResourceClaim before preparing it and publishes its
+devices as ResourceSlices. Where both live depends on the mode chosen at start: the API
+server (cluster mode) or the node daemon's claim endpoint and slice files (standalone).
+The SDK talks to either through this one protocol; ``backend/`` implements it and
+``make_backend`` there picks the mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class SliceDevice:
+    """One device to publish: a healthy device of the DRA face.
+
+    ``id`` is ``Device.id``; the backend derives the DNS-label device name and the
+    ``deviceID`` attribute from it. Attribute values keep their Python type; a string
+    ``"version:1.2.3"`` stays a string here and the backend publishes it as a version.
+    ``capacity`` maps a name to a quantity string (``"16Gi"``).
+    """
+
+    id: str
+    attributes: Mapping[str, str | int | bool]
+    capacity: Mapping[str, str]
+    numa_nodes: tuple[int, ...] = ()
+
+
+class ClaimFetchError(Exception):
+    """A claim could not be read; ``str()`` is the reason as the source gave it,
+    e.g. ``resourceclaims.resource.k8s.io "c1" not found``."""
+
+
+class DRABackend(Protocol):
+    """Where claims come from and slices go to."""
+
+    node_name: str
+
+    async def start(self) -> None:
+        """Connect, and begin watching for published slices being deleted."""
+
+    async def stop(self) -> None:
+        """Stop watching and close connections; published slices stay."""
+
+    async def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
+        """The ResourceClaim as ``resource.k8s.io/v1`` JSON: ``metadata.uid``,
+        ``status.allocation.devices.results[]`` (``request``, ``driver``, ``pool``,
+        ``device``) and ``status.allocation.devices.config[]``.
+
+        Raises ClaimFetchError when it cannot be read.
+        """
+
+    async def publish(self, devices: Sequence[SliceDevice]) -> None:
+        """Replace this driver's slices with these devices; the backend publishes
+        them again whenever they vanish."""
