@@ -20,18 +20,25 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from kubedevice.plugin.cdi.files import DEFAULT_SPEC_DIR
 from kubedevice.plugin.cdi.spec import CDISpec
 from kubedevice.plugin.model import Allocation, Device, PluginOptions
 
+if TYPE_CHECKING:
+    from kubedevice.plugin.dra.model import Claim, ClaimRef, PreparedDevice
+
 
 class DevicePlugin:
     """Base class of a device plugin. Set `resource_name`, implement a device source and `allocate`."""
 
-    #: The extended resource the devices are advertised as, e.g. "example.com/gpu".
+    #: The extended resource the devices are advertised as, e.g. "example.com/gpu" (device plugin face).
     resource_name: str = ""
+    #: The DRA driver the devices are published by, e.g. "gpu.example.com" (DRA face).
+    driver_name: str = ""
+    #: Serve the DRA health stream (DRAResourceHealth) on the DRA face.
+    dra_health: bool = True
     #: Seconds between two calls of `devices()` when the plugin uses the polled source.
     poll_interval: float = 5.0
     #: Where the server keeps the spec `cdi_spec()` returns (runtimes read /etc/cdi and /var/run/cdi).
@@ -78,6 +85,18 @@ class DevicePlugin:
     async def pre_start_container(self, devices: Sequence[Device]) -> None:
         """Optional: prepare `devices` (reset, warm up...) right before the container using them starts."""
         raise NotImplementedError
+
+    async def prepare(self, claim: Claim) -> Sequence[PreparedDevice]:
+        """Optional (DRA face): set up an allocated claim's devices; return one PreparedDevice per device.
+
+        `claim` holds this driver's results only, each mapped back to its `Device.id`. Not overridden,
+        the SDK prepares with `allocate()`, once per request of the claim, and writes the claim's CDI spec.
+        An exception fails this claim only, with `str(exc)` as its error.
+        """
+        raise NotImplementedError
+
+    async def unprepare(self, claim: ClaimRef) -> None:
+        """Optional (DRA face): undo `prepare`; only called for claims the SDK prepared."""
 
     def cdi_spec(self, devices: Sequence[Device]) -> CDISpec | None:
         """Optional: the CDI spec defining `devices` (every device, healthy or not; never empty), or None.

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import sys
+from pathlib import Path
 
 from kubedevice.api.constants import PLUGIN_DIR_ENV
 from kubedevice.plugin.base import DevicePlugin
@@ -18,29 +19,47 @@ def serve(
     plugin: DevicePlugin,
     plugin_dir: str | None = None,
     *,
+    api: str | None = None,
+    kubelet_dir: str | Path | None = None,
     print_events: bool = True,
     **options: object,
 ) -> None:
-    """Run `plugin` until SIGTERM or SIGINT (blocking); options are PluginServer's keyword arguments.
+    """Run `plugin` until SIGTERM or SIGINT (blocking).
 
-    The plugin directory is `plugin_dir`, else `$KUBEDEVICE_PLUGIN_DIR`, else the kubelet's. Each lifecycle
-    event (waiting, serving, registered, kubelet restart, re-registered, stopped...) is printed as one line
-    on stdout unless `print_events` is False. A configuration error is one line on stderr and exit code 2.
+    `api` picks the face: "device-plugin" (the default when `resource_name` is set), "dra" (the default
+    when only `driver_name` is set) or "both" (disjoint devices, by `Device.api`). The device plugin
+    directory is `plugin_dir`, else `$KUBEDEVICE_PLUGIN_DIR`, else the kubelet's; the DRA face's paths
+    come from `kubelet_dir`, else `$KUBEDEVICE_KUBELET_DIR`, else /var/lib/kubelet. Other options are
+    PluginServer's keyword arguments, or for DRA `backend`, `kubeconfig`, `node_name`,
+    `rolling_update_uid`, `registration_socket_file` and `dra_options` (DRAServer's).
+
+    Each lifecycle event is printed as one line on stdout unless `print_events` is False. A
+    configuration error is one line on stderr and exit code 2.
     """
+    from kubedevice.plugin.dra.runner import FacesServer, default_api
+
     directory = plugin_dir or os.environ.get(PLUGIN_DIR_ENV) or DEFAULT_PLUGIN_DIR
     command = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "serve"
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    chosen = api or default_api(plugin)
+    on_event = print_event if print_events else None
 
     async def main() -> None:
-        server = PluginServer(
+        if chosen == "device-plugin":
+            server = PluginServer(plugin, directory, handle_signals=True, on_event=on_event, **options)  # type: ignore[arg-type]
+            await server.run()
+            return
+        faces = FacesServer(
             plugin,
-            directory,
+            chosen,
+            kubelet_dir=kubelet_dir,
+            plugin_dir=directory,
             handle_signals=True,
-            on_event=print_event if print_events else None,
+            on_event=on_event,
             **options,  # type: ignore[arg-type]
         )
-        await server.run()
+        await faces.run()
 
     try:
         asyncio.run(main())

@@ -40,9 +40,8 @@ from kubedevice.plugin.metrics import PluginMetrics
 from kubedevice.plugin.model import Device
 from kubedevice.plugin.naming import check_resource_name, check_socket_path, socket_stem
 from kubedevice.plugin.service import DevicePluginService, WatcherRegistrationService
-from kubedevice.plugin.watcher import KubeletWatcher, SocketIdentity
+from kubedevice.plugin.watcher import KubeletWatcher, SocketIdentity, wait_for_directory
 from kubedevice.plugin.wire import options_to_wire
-from kubedevice.watch import DirectoryWatch
 
 log = logging.getLogger(__name__)
 
@@ -224,19 +223,10 @@ class PluginServer:
         return os.path.isdir(self.plugin_dir)
 
     async def _wait_for_plugin_dir(self) -> None:
-        exists = self._plugin_dir_exists
-        if exists():
+        if self._plugin_dir_exists():
             return
         self._say_waiting(self.plugin_dir, "the plugin directory")
-        # A missing directory can only be polled: the watch does that, until it exists.
-        watch = DirectoryWatch(self.plugin_dir, poll_state=exists, poll_interval=self._poll_interval)
-        watch.start()
-        try:
-            while not exists():
-                await watch.changed.wait()
-                watch.changed.clear()
-        finally:
-            await watch.stop()
+        await wait_for_directory(self.plugin_dir, self._poll_interval)
         check_plugin_dir(self.plugin_dir)
 
     def _say_waiting(self, path: str, what: str) -> None:
