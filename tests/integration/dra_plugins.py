@@ -44,9 +44,7 @@ class Gpus(DevicePlugin):
     async def allocate(self, devices: Sequence[Device]) -> Allocation:
         ids = [d.id for d in devices]
         self.allocations.append(ids)
-        return Allocation(
-            envs={"GPUS": ",".join(ids)}, cdi_devices=[f"gpu.example.com/gpu={i}" for i in ids]
-        )
+        return Allocation(envs={"GPUS": ",".join(ids)}, cdi_devices=[f"gpu.example.com/gpu={i}" for i in ids])
 
 
 class HookedGpus(Gpus):

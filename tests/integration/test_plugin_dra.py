@@ -141,7 +141,8 @@ async def test_claim_fetch_failures_fail_the_whole_call(kubelet_dir: Path) -> No
         cases = {
             ("u1", "c1", "default"): None,
             ("u9", "gone", "default"): (
-                'get resource claims: retrieve claim default/gone: resourceclaims.resource.k8s.io "gone" not found'
+                "get resource claims: retrieve claim default/gone: "
+                'resourceclaims.resource.k8s.io "gone" not found'
             ),
             ("u3", "pending", "default"): "get resource claims: claim default/pending not allocated",
             ("u0", "c1", "default"): "get resource claims: claim default/c1 got replaced",
@@ -160,7 +161,11 @@ async def test_only_this_drivers_results_with_sub_requests_cut(kubelet_dir: Path
     backend, plugin = MemoryBackend(), HookedGpus()
     config = [
         {"source": "FromClass", "opaque": {"driver": DRIVER, "parameters": {"sharing": "TimeSlicing"}}},
-        {"source": "FromClaim", "requests": ["nic"], "opaque": {"driver": "nic.example.com", "parameters": {}}},
+        {
+            "source": "FromClaim",
+            "requests": ["nic"],
+            "opaque": {"driver": "nic.example.com", "parameters": {}},
+        },
     ]
     backend.add(
         make_claim(
