@@ -93,7 +93,10 @@ class FacesServer:
             )
             paths.check()
             if backend is None:
-                backend = _make_backend(paths, kubeconfig, node_name)
+                try:
+                    backend = _make_backend(paths, kubeconfig, node_name)
+                except _backend_errors() as exc:
+                    raise ConfigError(str(exc)) from None
             events = EventBus(plugin.driver_name)
             if on_event is not None:
                 events.subscribe(on_event)
@@ -105,7 +108,11 @@ class FacesServer:
     async def start(self) -> None:
         # The DRA face first: an unreadable state file refuses the start before anything is served.
         if self.dra is not None:
-            await self.dra.start()
+            try:
+                await self.dra.start()
+            except _backend_errors() as exc:
+                await self.dra.stop()
+                raise ConfigError(str(exc)) from None
         self._split_task = asyncio.get_running_loop().create_task(self.split.run(), name="device-source")
         if self.device_plugin is not None:
             await self.device_plugin.start()
@@ -147,6 +154,18 @@ class FacesServer:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
+
+
+def _backend_errors() -> tuple[type[Exception], ...]:
+    """What a backend raises when it cannot be made or started as configured: a start error."""
+    try:
+        from kubedevice.plugin.dra.backend.errors import (  # type: ignore[import-not-found, unused-ignore]
+            DRABackendError,
+        )
+    except ImportError:
+        return ()
+    errors: tuple[type[Exception], ...] = (DRABackendError,)
+    return errors
 
 
 def _make_backend(paths: DRAPaths, kubeconfig: str | None, node_name: str | None) -> DRABackend:

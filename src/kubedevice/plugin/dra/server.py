@@ -116,11 +116,13 @@ class DRAServer:
         self._tasks: list[asyncio.Task[None]] = []
         self._publish_lock = asyncio.Lock()
         self._publish_wanted = asyncio.Event()
+        self._backend_started = False
 
     async def start(self) -> None:
         """Check the state file and connect the backend; serving and registration go on in the background."""
         await asyncio.to_thread(load_state, self.paths.state_file)  # unreadable: refuse to start
         await self.backend.start()
+        self._backend_started = True
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._follow_devices(), name="dra-devices"))
         self._tasks.append(loop.create_task(self._publisher(), name="dra-publish"))
@@ -143,7 +145,9 @@ class DRAServer:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
         self._reg_server = self._dra_server = None
-        await self.backend.stop()
+        if self._backend_started:
+            self._backend_started = False
+            await self.backend.stop()
 
     # ---- devices, publication, health ----------------------------------------------------------
 
