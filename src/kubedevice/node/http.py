@@ -132,6 +132,18 @@ class StatusClientError(Exception):
 
 async def get(unix_path: Path, path: str, wait: float = 5.0) -> bytes:
     """GET `path` over the daemon's unix socket; returns the body of a 200 answer."""
+    status, body = await get_answer(unix_path, path, wait)
+    if status != 200:
+        raise StatusClientError(f"GET {path} failed: HTTP {status}: {body.decode(errors='replace').strip()}")
+    return body
+
+
+async def get_answer(unix_path: Path, path: str, wait: float = 5.0) -> tuple[int, bytes]:
+    """GET `path` over the daemon's unix socket; returns the status code and body of any answer.
+
+    For callers that tell answers apart (a claim not found is not a daemon failure); an unreachable
+    daemon or a malformed answer still raises StatusClientError.
+    """
     try:
         async with asyncio.timeout(wait):
             reader, writer = await asyncio.open_unix_connection(str(unix_path))
@@ -154,8 +166,4 @@ async def get(unix_path: Path, path: str, wait: float = 5.0) -> bytes:
     status_line = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
     if not sep or len(status_line) < 2 or not status_line[1].isdigit():
         raise StatusClientError(f"malformed answer from {unix_path}")
-    if status_line[1] != "200":
-        raise StatusClientError(
-            f"GET {path} failed: HTTP {status_line[1]}: {body.decode(errors='replace').strip()}"
-        )
-    return body
+    return int(status_line[1]), body

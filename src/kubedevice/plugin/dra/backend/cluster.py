@@ -1,0 +1,309 @@
+"""Cluster mode: claims from the API server, devices published as ResourceSlice objects owned by the Node.
+
+Publication follows the Go helper's `PublishResources` (its resourceslice controller): slices named by
+`generateName: <node>-<driver>-`, owned by the Node (so they go when the Node goes), `spec.nodeName` and
+the pool named after the node, at most 128 devices a slice. One task brings the API server's slices to
+what `publish()` last asked for: when the content differs it bumps the pool generation, updates the
+slices it can reuse, creates the missing ones and deletes the surplus; when nothing differs it writes
+nothing. A failed call is logged and the pass tried again with exponential backoff. A second task watches
+this driver's slices on this node, so a slice deleted (or changed) by someone else is put back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kubedevice.plugin.dra.backend.errors import DRABackendError
+from kubedevice.plugin.dra.backend.slices import (
+    API_VERSION,
+    KIND,
+    PoolContent,
+    devices_key,
+    pool_content,
+    slice_spec,
+)
+from kubedevice.plugin.dra.backend_api import ClaimFetchError, SliceDevice
+
+if TYPE_CHECKING:
+    from kubedevice.plugin.dra.backend.kube import KubeApi
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Delays between failed passes: `initial`, doubled after each failure up to `maximum`."""
+
+    initial: float = 0.5
+    maximum: float = 60.0
+
+
+class ClusterBackend:
+    """One driver's slices on one node, and its claims, through the API server."""
+
+    def __init__(
+        self, *, driver_name: str, node_name: str, kubeconfig: str | None, backoff: Backoff = Backoff()
+    ) -> None:
+        self.driver_name = driver_name
+        self.node_name = node_name
+        self.kubeconfig = kubeconfig
+        #: The pool generation last written (0: nothing yet).
+        self.generation = 0
+        self._backoff = backoff
+        self._api: KubeApi | None = None
+        self._node_uid: str | None = None
+        self._content: PoolContent | None = None
+        self._dirty = asyncio.Event()
+        # Versions of the slices this backend wrote and names it deleted: their watch events are echoes.
+        self._own_versions: set[str] = set()
+        self._own_deletes: set[str] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        from kubedevice.plugin.dra.backend.kube import KubeApi, KubeConfigError, KubeError
+
+        try:
+            self._api = await asyncio.to_thread(KubeApi.connect, self.kubeconfig)
+        except KubeConfigError as err:
+            raise DRABackendError(f"cluster mode: {err}") from None
+        try:
+            self._node_uid = await self._api.get_node_uid(self.node_name)
+        except KubeError as err:
+            if err.not_found:
+                await self._api.close()
+                raise DRABackendError(
+                    f'node "{self.node_name}" not found on the API server — set NODE_NAME to the name of '
+                    "the node this plugin runs on (spec.nodeName through the downward API)"
+                ) from None
+            # The API server may be down for a moment; the publishing pass asks again.
+            log.warning("cannot read node %s yet: %s; trying again when publishing", self.node_name, err)
+        self._tasks = [
+            asyncio.create_task(self._publish_loop(), name=f"{self.driver_name} slices"),
+            asyncio.create_task(self._watch_loop(), name=f"{self.driver_name} slice watch"),
+        ]
+
+    async def stop(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        api, self._api = self._api, None
+        if api is not None:
+            await api.close()
+
+    async def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
+        from kubedevice.plugin.dra.backend.kube import KubeError
+
+        if self._api is None:
+            raise ClaimFetchError("the API server connection is not started")
+        try:
+            return await self._api.get_claim(namespace, name)
+        except KubeError as err:
+            raise ClaimFetchError(str(err)) from None
+
+    async def publish(self, devices: Sequence[SliceDevice]) -> None:
+        """Ask for these devices to be published; returns at once, the publishing task does the calls.
+
+        Raises SliceContentError (a ValueError) for devices that cannot be published; nothing changes then.
+        """
+        self._content = pool_content(devices)
+        self._dirty.set()
+
+    # ------------------------------------------------------------------------------------------------
+
+    async def _publish_loop(self) -> None:
+        from kubedevice.plugin.dra.backend.kube import KubeError
+
+        delay = self._backoff.initial
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            try:
+                await self._sync()
+            except KubeError as err:
+                log.warning(
+                    "publishing the ResourceSlices of %s failed: %s; trying again in %.1f s",
+                    self.driver_name,
+                    err,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self._backoff.maximum)
+                self._dirty.set()
+            else:
+                delay = self._backoff.initial
+
+    async def _sync(self) -> None:
+        """One pass: read this driver's slices on this node and make them what the content asks."""
+        api, content = self._api, self._content
+        if api is None or content is None:
+            return
+        if self._node_uid is None:
+            self._node_uid = await api.get_node_uid(self.node_name)
+        listing = await api.list_slices(self.driver_name, self.node_name)
+        pool = [s for s in listing.items if _pool(s).get("name") == self.node_name]
+        # Another pool of this driver on this node is not one this plugin publishes: surplus.
+        surplus = [s for s in listing.items if _pool(s).get("name") != self.node_name]
+        generation = max((_generation(s) for s in pool), default=0)
+        current = [s for s in pool if _generation(s) == generation]
+        obsolete = [s for s in pool if _generation(s) != generation]
+        if self._up_to_date(current, content):
+            self.generation = generation
+        else:
+            # Never go back, even if every slice was deleted since.
+            self.generation = max(generation, self.generation) + 1
+            reusable = sorted(current, key=_name) + sorted(obsolete, key=_name)
+            for index in range(content.slice_count):
+                spec = slice_spec(
+                    driver=self.driver_name,
+                    node_name=self.node_name,
+                    generation=self.generation,
+                    content=content,
+                    index=index,
+                )
+                if reusable:
+                    written = await api.replace_slice(self._updated(reusable.pop(0), spec))
+                else:
+                    written = await api.create_slice(self._new(spec))
+                self._note_written(written)
+            obsolete = reusable
+            log.info(
+                "published %d device(s) of %s in %d ResourceSlice(s) (pool %s, generation %d)",
+                sum(len(chunk) for chunk in content.chunks),
+                self.driver_name,
+                content.slice_count,
+                self.node_name,
+                self.generation,
+            )
+        for stale in obsolete + surplus:
+            self._own_deletes.add(_name(stale))
+            await api.delete_slice(_name(stale))
+
+    def _up_to_date(self, current: list[dict[str, Any]], content: PoolContent) -> bool:
+        if len(current) != content.slice_count:
+            return False
+        unmatched = list(current)
+        for chunk in content.chunks:
+            wanted = devices_key(chunk)
+            match = next(
+                (
+                    s
+                    for s in unmatched
+                    if _pool(s).get("resourceSliceCount") == content.slice_count
+                    and devices_key(_spec(s).get("devices") or []) == wanted
+                    and self._owned(s)
+                ),
+                None,
+            )
+            if match is None:
+                return False
+            unmatched.remove(match)
+        return True
+
+    def _owner(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "name": self.node_name,
+            "uid": self._node_uid,
+            "controller": True,
+        }
+
+    def _owned(self, item: dict[str, Any]) -> bool:
+        owners = (item.get("metadata") or {}).get("ownerReferences") or []
+        return any(o.get("kind") == "Node" and o.get("uid") == self._node_uid for o in owners)
+
+    def _new(self, spec: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "metadata": {
+                "generateName": f"{self.node_name}-{self.driver_name}-",
+                "ownerReferences": [self._owner()],
+            },
+            "spec": spec,
+        }
+
+    def _updated(self, item: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+        metadata = dict(item.get("metadata") or {})
+        metadata["ownerReferences"] = [self._owner()]
+        # resourceVersion stays: a concurrent change makes the update a Conflict, and the pass runs again.
+        return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
+
+    def _note_written(self, item: dict[str, Any]) -> None:
+        version = (item.get("metadata") or {}).get("resourceVersion")
+        if version:
+            self._own_versions.add(str(version))
+
+    async def _watch_loop(self) -> None:
+        """Follow this driver's slices on this node; any change not made here starts a publishing pass."""
+        from kubedevice.plugin.dra.backend.kube import KubeError
+
+        delay = self._backoff.initial
+        while True:
+            api = self._api
+            if api is None:
+                return
+            # Echoes not yet seen are forgotten: at worst one pass too many, which writes nothing.
+            self._own_versions.clear()
+            self._own_deletes.clear()
+            try:
+                listing = await api.list_slices(self.driver_name, self.node_name)
+                # Whatever happened while the watch was down is seen by one pass.
+                self._dirty.set()
+                async for event, item in api.watch_slices(
+                    self.driver_name, self.node_name, listing.resource_version
+                ):
+                    delay = self._backoff.initial
+                    if self._is_echo(event, item):
+                        continue
+                    log.info("ResourceSlice %s of %s: %s elsewhere", _name(item), self.driver_name, event)
+                    self._dirty.set()
+            except KubeError as err:
+                log.warning(
+                    "watching the ResourceSlices of %s failed: %s; trying again in %.1f s",
+                    self.driver_name,
+                    err,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self._backoff.maximum)
+
+    def _is_echo(self, event: str, item: dict[str, Any]) -> bool:
+        if event == "DELETED":
+            name = _name(item)
+            if name in self._own_deletes:
+                self._own_deletes.discard(name)
+                return True
+            return False
+        version = str((item.get("metadata") or {}).get("resourceVersion"))
+        if version in self._own_versions:
+            self._own_versions.discard(version)
+            return True
+        return False
+
+
+def _spec(item: dict[str, Any]) -> dict[str, Any]:
+    spec = item.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def _pool(item: dict[str, Any]) -> dict[str, Any]:
+    pool = _spec(item).get("pool")
+    return pool if isinstance(pool, dict) else {}
+
+
+def _generation(item: dict[str, Any]) -> int:
+    value = _pool(item).get("generation")
+    return value if isinstance(value, int) else 0
+
+
+def _name(item: dict[str, Any]) -> str:
+    return str((item.get("metadata") or {}).get("name", ""))

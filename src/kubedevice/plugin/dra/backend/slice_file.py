@@ -1,0 +1,69 @@
+"""The standalone slice file, `<kubelet_dir>/resourceslices/<driver>.yaml`: written whole, atomically.
+
+The node daemon rescans the folder whenever an entry changes, so the file is written to a hidden temporary
+name (ending in `.tmp`, which the daemon skips) and renamed into place: it never reads half a pool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SLICE_DIR_NAME = "resourceslices"
+
+
+def slice_dir(kubelet_dir: Path) -> Path:
+    return kubelet_dir / SLICE_DIR_NAME
+
+
+def slice_file(kubelet_dir: Path, driver: str) -> Path:
+    return slice_dir(kubelet_dir) / f"{driver}.yaml"
+
+
+def render(driver: str, documents: list[dict[str, Any]]) -> str:
+    header = (
+        f"# The ResourceSlices of DRA driver {driver} on this node, written by its kubedevice plugin.\n"
+        "# Rewritten whole when its devices change or when this file is deleted.\n"
+    )
+    return header + yaml.safe_dump_all(documents, sort_keys=False, default_flow_style=False)
+
+
+def write(path: Path, text: str) -> None:
+    """Write `text` to `path` (its folder created if missing) by temp file, fsync and rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        # The daemon may run as another user than the plugin.
+        os.chmod(temp, 0o644)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def read_generation(path: Path) -> int:
+    """The highest pool generation in an existing slice file, 0 when there is none or it cannot be read.
+
+    A restarted plugin continues from it, so the daemon never sees the pool's generation go backwards.
+    """
+    with contextlib.suppress(OSError, yaml.YAMLError):
+        text = path.read_text(encoding="utf-8")
+        generations = [
+            doc["spec"]["pool"]["generation"]
+            for doc in yaml.safe_load_all(text)
+            if isinstance(doc, dict)
+            and isinstance(doc.get("spec"), dict)
+            and isinstance(doc["spec"].get("pool"), dict)
+            and isinstance(doc["spec"]["pool"].get("generation"), int)
+        ]
+        return max(generations, default=0)
+    return 0

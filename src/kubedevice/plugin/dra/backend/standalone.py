@@ -1,0 +1,174 @@
+"""Standalone mode: no API server; the node daemon beside the plugin stands in for it.
+
+Claims come from the daemon's status API (`GET /claims/<namespace>/<name>` on
+`<kubelet_dir>/kubedevice.sock`), and the driver's devices go into the slice file
+`<kubelet_dir>/resourceslices/<driver>.yaml`, which the daemon reads whenever it changes. The daemon
+deletes that file when it starts and when the driver has been gone for a while; a plugin that is still
+running writes it again as soon as it is deleted (the directory watch wakes it; nothing polls on a timer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from kubedevice.node.http import StatusClientError, get, get_answer
+from kubedevice.plugin.dra.backend import slice_file
+from kubedevice.plugin.dra.backend.errors import DRABackendError
+from kubedevice.plugin.dra.backend.slices import PoolContent, pool_content, standalone_slices
+from kubedevice.plugin.dra.backend_api import ClaimFetchError, SliceDevice
+from kubedevice.watch import DirectoryWatch
+
+log = logging.getLogger(__name__)
+
+#: The node daemon's status socket, relative to the kubelet folder (its `--root-dir`).
+DAEMON_SOCKET = "kubedevice.sock"
+
+
+class StandaloneBackend:
+    """Claims from the node daemon, slices into a file it reads."""
+
+    def __init__(self, *, kubelet_dir: Path, driver_name: str, node_name: str | None = None) -> None:
+        self.kubelet_dir = kubelet_dir
+        self.driver_name = driver_name
+        #: Known at once when given (argument or $NODE_NAME); else asked of the daemon in start().
+        self.node_name = node_name or ""
+        self.daemon_socket = kubelet_dir / DAEMON_SOCKET
+        self.path = slice_file.slice_file(kubelet_dir, driver_name)
+        self.generation = 0
+        self._content: PoolContent | None = None
+        self._lock = asyncio.Lock()
+        self._watch: DirectoryWatch | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if not self.node_name:
+            self.node_name = await self._daemon_node_name()
+        self.generation = await asyncio.to_thread(slice_file.read_generation, self.path)
+        # The watch needs the folder; the daemon makes it too, but may start after the plugin.
+        await asyncio.to_thread(self.path.parent.mkdir, parents=True, exist_ok=True)
+        name = self.path.name
+        self._watch = DirectoryWatch(
+            self.path.parent,
+            relevant=lambda entry, _mask: entry == name,
+            poll_state=self._file_state,
+            name=f"{self.driver_name} slice file",
+        )
+        self._watch.start()
+        self._task = asyncio.create_task(self._keep_file(self._watch), name=f"{self.driver_name} slice file")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            await watch.stop()
+
+    async def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
+        path = f"/claims/{quote(namespace, safe='')}/{quote(name, safe='')}"
+        try:
+            status, body = await get_answer(self.daemon_socket, path)
+        except StatusClientError as err:
+            raise ClaimFetchError(str(err)) from None
+        if status == 200:
+            try:
+                claim = json.loads(body)
+            except ValueError:
+                claim = None
+            if not isinstance(claim, dict):
+                raise ClaimFetchError(f"the node daemon answered GET {path} with something not a claim")
+            return claim
+        error = _error_text(body)
+        if status == 404 and error.startswith("no such path"):
+            raise ClaimFetchError(
+                f"the node daemon at {self.daemon_socket} serves no claims (`kubedevice node` without DRA?)"
+            )
+        if status == 404:
+            # The API server's NotFound text, so that the SDK's messages read the same in both modes.
+            raise ClaimFetchError(f'resourceclaims.resource.k8s.io "{name}" not found')
+        raise ClaimFetchError(f"the node daemon answered GET {path} with HTTP {status}: {error}")
+
+    async def publish(self, devices: Sequence[SliceDevice]) -> None:
+        """Write the slice file for these devices; the generation goes up only when the content changes.
+
+        Raises SliceContentError (a ValueError) for devices that cannot be published; nothing is written then.
+        """
+        if self._watch is None:
+            raise RuntimeError("publish() before start()")
+        content = pool_content(devices)
+        async with self._lock:
+            if content != self._content:
+                self.generation += 1
+                self._content = content
+            await self._write(content)
+
+    async def _write(self, content: PoolContent) -> None:
+        documents = standalone_slices(
+            driver=self.driver_name, node_name=self.node_name, generation=self.generation, content=content
+        )
+        text = slice_file.render(self.driver_name, documents)
+        await asyncio.to_thread(slice_file.write, self.path, text)
+        log.info(
+            "published %d device(s) of %s in %s (pool %s, generation %d)",
+            sum(len(chunk) for chunk in content.chunks),
+            self.driver_name,
+            self.path,
+            self.node_name,
+            self.generation,
+        )
+
+    async def _keep_file(self, watch: DirectoryWatch) -> None:
+        """Write the file again whenever it is gone while there is something to publish."""
+        while True:
+            await watch.changed.wait()
+            watch.changed.clear()
+            async with self._lock:
+                if self._content is None or await asyncio.to_thread(self.path.exists):
+                    continue
+                log.warning("%s was deleted; writing it again", self.path)
+                try:
+                    await self._write(self._content)
+                except OSError as err:
+                    # The next change of the folder (or poll) tries again.
+                    log.error("cannot write %s: %s", self.path, err.strerror or err)
+
+    def _file_state(self) -> tuple[bool, bool]:
+        return self.path.parent.is_dir(), self.path.exists()
+
+    async def _daemon_node_name(self) -> str:
+        try:
+            body = await get(self.daemon_socket, "/node")
+        except StatusClientError as err:
+            raise DRABackendError(
+                f"no node name: {err} — start `kubedevice node --root-dir {self.kubelet_dir}` first, "
+                "or set NODE_NAME"
+            ) from None
+        try:
+            name = json.loads(body).get("nodeName")
+        except (ValueError, AttributeError):
+            name = None
+        if not isinstance(name, str) or not name:
+            raise DRABackendError(
+                f"no node name: the node daemon at {self.daemon_socket} does not report one "
+                "(an older kubedevice node?) — set NODE_NAME"
+            )
+        return name
+
+
+def _error_text(body: bytes) -> str:
+    """The `error` of the daemon's JSON error answer, else the body as text."""
+    text = body.decode(errors="replace").strip()
+    with contextlib.suppress(ValueError):
+        data = json.loads(text)
+        if isinstance(data, dict) and isinstance(data.get("error"), str):
+            return str(data["error"])
+    return text
