@@ -161,7 +161,9 @@ def fake(
 ) -> None:
     """Fake devices: for tests, demos and conformance runs."""
     common = _common(plugin_dir, plugin_watcher, registry_dir, metrics_port, inotify, log_level)
-    chosen_api = api or ("device-plugin" if resource or not driver else "dra")
+    if not resource and not driver:
+        _usage_error("give --resource (the device plugin API), --driver (DRA) or both")
+    chosen_api = api or ("device-plugin" if resource else "dra")
     if chosen_api not in ("device-plugin", "dra", "both"):
         _usage_error(f"--api must be device-plugin, dra or both, got {api!r}")
     if chosen_api != "dra" and not resource:
@@ -178,7 +180,9 @@ def fake(
         _usage_error(f"--numa-layout must be round-robin or block, got {numa_layout!r}")
     layout: NumaLayout = "block" if numa_layout == "block" else "round-robin"
     if replicas is not None and chosen_api != "device-plugin":
-        _usage_error("--replicas shares devices on the device plugin API only — drop it or use --api device-plugin")
+        _usage_error(
+            "--replicas shares devices on the device plugin API only — drop it or use --api device-plugin"
+        )
     if refuse_multiple and replicas is None:
         _usage_error("--refuse-multiple applies to shared devices only — add --replicas N or drop it")
     ids = frozenset(part.strip() for part in unhealthy.split(",") if part.strip())

@@ -163,6 +163,11 @@ class PluginServer:
             loop.add_signal_handler(signal.SIGINT, self._stop_requested.set)
             loop.add_signal_handler(signal.SIGHUP, self.request_reregistration)
 
+    @property
+    def lifecycle(self) -> asyncio.Task[None] | None:
+        """The registration lifecycle: runs until stopped, ends early only with an error."""
+        return self._tasks[-1] if self._tasks else None
+
     async def run(self) -> None:
         """Start, serve until `stop()` is called or a stop signal arrives, then stop cleanly."""
         if not self._started:

@@ -98,6 +98,13 @@ class FakeConfig:
             raise ConfigError(f"NUMA layout must be round-robin or block, got {self.numa_layout!r}")
         if self.poll_interval <= 0:
             raise ConfigError(f"poll interval must be > 0, got {self.poll_interval}")
+        if self.driver and self.api != "device-plugin":
+            try:
+                validate_kind(self.dra_kind)
+            except CDIError as exc:
+                raise ConfigError(
+                    f"--driver: the DRA devices' CDI kind is {self.dra_kind}, and {exc}"
+                ) from None
         if self.cdi:
             if not self.resource:
                 raise ConfigError("--cdi names devices by the resource name — add --resource")
@@ -113,8 +120,18 @@ class FakeConfig:
         if unknown:
             raise ConfigError(f"unknown device IDs in unhealthy list: {', '.join(unknown)}")
 
+    @property
+    def prefix(self) -> str:
+        """Device IDs: fake-N, or on DRA <first label of the driver>-N (gpu.example.com: gpu-N)."""
+        return self.driver.split(".", 1)[0] if self.driver and self.api != "device-plugin" else "fake"
+
+    @property
+    def dra_kind(self) -> str:
+        """The CDI kind of the DRA face's devices: <driver>/<first label> (gpu.example.com/gpu)."""
+        return f"{self.driver}/{self.prefix}"
+
     def device_ids(self) -> list[str]:
-        return [f"fake-{i}" for i in range(self.count)]
+        return [f"{self.prefix}-{i}" for i in range(self.count)]
 
     def face_of(self, index: int) -> Face:
         """Under api "both", the first half of the devices (rounded down) is on the device plugin face."""
@@ -169,15 +186,21 @@ class FakePlugin(DevicePlugin):
         ]
 
     def cdi_spec(self, devices: Sequence[Device]) -> CDISpec | None:
-        if not self.config.cdi or not devices:
+        # Called once per face with that face's devices: the DRA face always has a spec of its own kind
+        # (DRA hands a container CDI devices only), the device plugin face one with --cdi.
+        dra = bool(devices) and devices[0].api == "dra"
+        if not devices or not (dra or self.config.cdi):
             return None
         # Each device sets its own variable, so a container given several sees every one of them.
         return CDISpec(
-            kind=self.config.resource,
+            kind=self.config.dra_kind if dra else self.config.resource,
             devices=tuple(CDIDevice(d.id, ContainerEdits(env=(_cdi_env(d.id),))) for d in devices),
         )
 
     async def allocate(self, devices: Sequence[Device]) -> Allocation:
+        if devices and devices[0].api == "dra":
+            # A DRA claim's devices: their CDI IDs, in the claim's order, and nothing else.
+            return Allocation(cdi_devices=[f"{self.config.dra_kind}={d.id}" for d in devices])
         ids = sorted(d.id for d in devices)
         spec = self.cdi_spec(devices)
         cdi = spec.qualified_names(ids) if spec is not None else []

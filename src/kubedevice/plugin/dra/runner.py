@@ -122,10 +122,17 @@ class FacesServer:
             loop.add_signal_handler(signal.SIGINT, self._stop_requested.set)
 
     async def run(self) -> None:
+        """Start, serve until `stop()` or a stop signal, then stop; an error that ends a face is raised."""
         await self.start()
+        stop = asyncio.ensure_future(self._stop_requested.wait())
+        faces = [s.lifecycle for s in (self.device_plugin, self.dra) if s is not None and s.lifecycle]
         try:
-            await self._stop_requested.wait()
+            done, _ = await asyncio.wait({stop, *faces}, return_when=asyncio.FIRST_COMPLETED)
+            for task in faces:
+                if task in done and not task.cancelled() and task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
         finally:
+            stop.cancel()
             await self.stop()
 
     def request_stop(self) -> None:

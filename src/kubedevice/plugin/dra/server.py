@@ -33,6 +33,7 @@ from kubedevice.api.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_gr
 from kubedevice.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.cdi.files import DEFAULT_SPEC_DIR
+from kubedevice.plugin.cdi.owner import SpecFile
 from kubedevice.plugin.dra.backend_api import DRABackend, SliceDevice
 from kubedevice.plugin.dra.health import RESEND_INTERVAL_S, HealthFeed, HealthV1, HealthV1alpha1
 from kubedevice.plugin.dra.paths import DRAPaths, check_driver_name, slice_device_name
@@ -114,9 +115,13 @@ class DRAServer:
         self._dra_server: grpc.aio.Server | None = None
         self._reg_server: grpc.aio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        #: Runs until stopped; ends early only with the error that makes serving impossible.
+        self.lifecycle: asyncio.Task[None] | None = None
         self._publish_lock = asyncio.Lock()
         self._publish_wanted = asyncio.Event()
         self._backend_started = False
+        # The plugin's own CDI spec (`cdi_spec()`), built from this face's devices, as on the other face.
+        self.cdi = SpecFile(plugin.cdi_spec, Path(plugin.cdi_spec_dir).absolute(), events)
 
     async def start(self) -> None:
         """Check the state file and connect the backend; serving and registration go on in the background."""
@@ -124,9 +129,11 @@ class DRAServer:
         await self.backend.start()
         self._backend_started = True
         loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self.cdi.run(), name="dra-cdi-spec"))
         self._tasks.append(loop.create_task(self._follow_devices(), name="dra-devices"))
         self._tasks.append(loop.create_task(self._publisher(), name="dra-publish"))
-        self._tasks.append(loop.create_task(self._registration_lifecycle(), name="dra-registration"))
+        self.lifecycle = loop.create_task(self._registration_lifecycle(), name="dra-registration")
+        self._tasks.append(self.lifecycle)
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -145,6 +152,7 @@ class DRAServer:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
         self._reg_server = self._dra_server = None
+        await self.cdi.close()
         if self._backend_started:
             self._backend_started = False
             await self.backend.stop()
@@ -157,6 +165,7 @@ class DRAServer:
         while True:
             # Names of devices that went away stay known: a claim may still hold them.
             self._names.update({slice_device_name(d.id): d.id for d in devices})
+            self.cdi.devices_changed(devices)
             self.health.update(devices)
             self._publish_wanted.set()
             version, devices = await self.inventory.wait_newer(version)
@@ -190,6 +199,7 @@ class DRAServer:
 
     async def _registration_lifecycle(self) -> None:
         await self.health.ready.wait()  # names and health of the first list are known
+        await self.cdi.settled()  # the spec defines the devices before the kubelet can ask for them
         await self._serve_dra()
         while True:
             if not self.paths.registry_dir.is_dir():
