@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -224,3 +227,17 @@ async def test_publish_before_start_is_a_programming_error(root: Path) -> None:
     backend = make_backend(kubelet_dir=root, driver_name=DRIVER, node_name="node-1")
     with pytest.raises(RuntimeError, match=re.escape("publish() before start()")):
         await backend.publish(gpus("gpu-0"))
+
+
+def test_standalone_mode_never_loads_the_client_library(root: Path) -> None:
+    """The SDK starts fast without cluster mode: the Kubernetes client is imported only for it."""
+    code = (
+        "import sys, pathlib\n"
+        "from kubedevice.plugin.dra.backend import make_backend\n"
+        f"make_backend(kubelet_dir=pathlib.Path({str(root)!r}), driver_name='g.example.com', node_name='n')\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('lightkube', 'httpx2'))\n"
+        "print(loaded)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.strip() == "[]"

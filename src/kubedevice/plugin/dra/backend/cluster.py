@@ -54,6 +54,8 @@ class ClusterBackend:
         self.kubeconfig = kubeconfig
         #: The pool generation last written (0: nothing yet).
         self.generation = 0
+        #: Publishing passes that ended without an error (what a test or a status view can wait on).
+        self.passes = 0
         self._backoff = backoff
         self._api: KubeApi | None = None
         self._node_uid: str | None = None
@@ -129,7 +131,7 @@ class ClusterBackend:
                 await self._sync()
             except KubeError as err:
                 log.warning(
-                    "publishing the ResourceSlices of %s failed: %s; trying again in %.1f s",
+                    "publishing the ResourceSlices of %s failed: %s; trying again in %.3g s",
                     self.driver_name,
                     err,
                     delay,
@@ -138,6 +140,7 @@ class ClusterBackend:
                 delay = min(delay * 2, self._backoff.maximum)
                 self._dirty.set()
             else:
+                self.passes += 1
                 delay = self._backoff.initial
 
     async def _sync(self) -> None:
@@ -157,14 +160,14 @@ class ClusterBackend:
         if self._up_to_date(current, content):
             self.generation = generation
         else:
-            # Never go back, even if every slice was deleted since.
-            self.generation = max(generation, self.generation) + 1
+            # Never go back, even if every slice was deleted since; a failed pass uses no number up.
+            target = max(generation, self.generation) + 1
             reusable = sorted(current, key=_name) + sorted(obsolete, key=_name)
             for index in range(content.slice_count):
                 spec = slice_spec(
                     driver=self.driver_name,
                     node_name=self.node_name,
-                    generation=self.generation,
+                    generation=target,
                     content=content,
                     index=index,
                 )
@@ -174,6 +177,7 @@ class ClusterBackend:
                     written = await api.create_slice(self._new(spec))
                 self._note_written(written)
             obsolete = reusable
+            self.generation = target
             log.info(
                 "published %d device(s) of %s in %d ResourceSlice(s) (pool %s, generation %d)",
                 sum(len(chunk) for chunk in content.chunks),
@@ -268,7 +272,7 @@ class ClusterBackend:
                     self._dirty.set()
             except KubeError as err:
                 log.warning(
-                    "watching the ResourceSlices of %s failed: %s; trying again in %.1f s",
+                    "watching the ResourceSlices of %s failed: %s; trying again in %.3g s",
                     self.driver_name,
                     err,
                     delay,
