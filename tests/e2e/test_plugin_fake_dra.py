@@ -124,7 +124,18 @@ def test_fake_dra_start_errors(root: Path) -> None:
     state.parent.mkdir(parents=True)
     state.write_text("{not json")
     cases = {
-        ("--api", "dra"): "error: plugin fake: --api dra needs --driver (the DRA driver name)",
+        (
+            "--api",
+            "dra",
+        ): "error: plugin fake: give --resource (the device plugin API), --driver (DRA) or both",
+        ("--resource", "example.com/gpu", "--api", "dra"): "error: plugin fake: --api dra needs --driver",
+        ("--driver", DRIVER, "--api", "both"): "error: plugin fake: --api both needs --resource",
+        (
+            "--driver",
+            DRIVER,
+            "--replicas",
+            "2",
+        ): "error: plugin fake: --replicas shares devices on the device",
         ("--driver", "GPU"): "error: plugin fake: driver name 'GPU' is not a DNS subdomain",
         (
             "--driver",
@@ -140,3 +151,26 @@ def test_fake_dra_start_errors(root: Path) -> None:
         assert result.stderr.startswith(text), result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert "Traceback" not in result.stderr
+
+
+def readme_dra_command() -> list[str]:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    for block in readme.split("```sh")[1:]:
+        code = block.split("```")[0].strip()
+        if "--driver gpu.example.com" in code:
+            return code.split()
+    raise AssertionError("README.md has no sh block with the fake DRA driver")
+
+
+async def test_the_readmes_dra_command_runs_as_written(root: Path) -> None:
+    args = [a.replace("/tmp/kd-dra", str(root)) for a in readme_dra_command()]
+    assert args[:3] == ["kubedevice", "plugin", "fake"]
+    async with PluginProcess(*args[2:]) as plugin:
+        await plugin.expect("published ")
+        devices = await poll_async(lambda: slice_devices(root), "the slice file")
+        assert [(d["name"], d["attributes"]["model"]) for d in devices] == [
+            ("gpu-0", {"string": "x1"}),
+            ("gpu-1", {"string": "x1"}),
+        ]
+        code, _, stderr = await plugin.terminate(signal.SIGTERM)
+        assert code == 0, stderr

@@ -148,3 +148,14 @@ def test_start_errors(
         FacesServer(plugin, api, kubelet_dir=kubelet_dir, backend=MemoryBackend(), **options)  # type: ignore[arg-type]
     assert text in str(refused.value)
     assert "\n" not in str(refused.value)
+
+
+def test_cluster_mode_without_a_node_name_and_long_socket_paths_refuse_the_start(
+    kubelet_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    with pytest.raises(ConfigError, match=r"^cluster mode needs the node.s name — set NODE_NAME"):
+        FacesServer(Gpus(), "dra", kubelet_dir=kubelet_dir, kubeconfig=str(kubelet_dir / "kubeconfig"))
+    deep = kubelet_dir / ("d" * 90)
+    with pytest.raises(ConfigError, match=r"socket path .* is longer than 107 bytes — use a shorter kubelet"):
+        FacesServer(Gpus(), "dra", kubelet_dir=deep, backend=MemoryBackend())

@@ -22,7 +22,7 @@ from kubedevice.api.drahealth.v1 import api_pb2 as v1
 from kubedevice.api.drahealth.v1 import api_pb2_grpc as v1_grpc
 from kubedevice.api.drahealth.v1alpha1 import api_pb2 as v1alpha1
 from kubedevice.api.drahealth.v1alpha1 import api_pb2_grpc as v1alpha1_grpc
-from kubedevice.plugin.dra.paths import slice_device_name
+from kubedevice.plugin.dra.backend.slices import device_name as slice_device_name
 from kubedevice.plugin.model import Device
 
 Context = grpc.aio.ServicerContext[Any, Any]

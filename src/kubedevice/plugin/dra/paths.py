@@ -29,7 +29,6 @@ LOCK_FILE_NAME = "serialize.lock"
 MAX_SOCKET_PATH = 108
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_NOT_LABEL = re.compile(r"[^a-z0-9]+")
 #: The API's limit for a driver name (shorter than a DNS subdomain's 253).
 MAX_DRIVER_NAME = 63
 
@@ -48,19 +47,6 @@ def check_driver_name(name: str) -> str:
             "e.g. gpu.example.com"
         )
     return name
-
-
-def slice_device_name(device_id: str) -> str:
-    """The name a device is published under: its ID when that is a DNS label, else a derived label.
-
-    Derived: the ID in lower case, runs of other characters as "-", trimmed, at most 46 characters,
-    then "-" and the first 16 hex digits of sha256(ID); "d-<16 hex>" when nothing is left.
-    """
-    if len(device_id) <= 63 and _DNS_LABEL.fullmatch(device_id):
-        return device_id
-    digest = hashlib.sha256(device_id.encode()).hexdigest()[:16]
-    stem = _NOT_LABEL.sub("-", device_id.lower()).strip("-")[:46].strip("-")
-    return f"{stem}-{digest}" if stem else f"d-{digest}"
 
 
 def resolve_kubelet_dir(kubelet_dir: str | Path | None) -> Path:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kubedevice.plugin.base import DevicePlugin
+from kubedevice.plugin.dra.backend import DRABackendError, make_backend
 from kubedevice.plugin.dra.backend_api import DRABackend
 from kubedevice.plugin.dra.faces import APIS, Api, FacePlugin, FaceSplit
 from kubedevice.plugin.dra.paths import DRAPaths, check_driver_name, resolve_kubelet_dir
@@ -95,7 +96,7 @@ class FacesServer:
             if backend is None:
                 try:
                     backend = _make_backend(paths, kubeconfig, node_name)
-                except _backend_errors() as exc:
+                except DRABackendError as exc:
                     raise ConfigError(str(exc)) from None
             events = EventBus(plugin.driver_name)
             if on_event is not None:
@@ -110,7 +111,7 @@ class FacesServer:
         if self.dra is not None:
             try:
                 await self.dra.start()
-            except _backend_errors() as exc:
+            except DRABackendError as exc:
                 await self.dra.stop()
                 raise ConfigError(str(exc)) from None
         self._split_task = asyncio.get_running_loop().create_task(self.split.run(), name="device-source")
@@ -163,28 +164,7 @@ class FacesServer:
         await self.stop()
 
 
-def _backend_errors() -> tuple[type[Exception], ...]:
-    """What a backend raises when it cannot be made or started as configured: a start error."""
-    try:
-        from kubedevice.plugin.dra.backend.errors import (  # type: ignore[import-not-found, unused-ignore]
-            DRABackendError,
-        )
-    except ImportError:
-        return ()
-    errors: tuple[type[Exception], ...] = (DRABackendError,)
-    return errors
-
-
 def _make_backend(paths: DRAPaths, kubeconfig: str | None, node_name: str | None) -> DRABackend:
-    try:
-        from kubedevice.plugin.dra.backend import (  # type: ignore[import-not-found, unused-ignore]
-            make_backend,
-        )
-    except ImportError as exc:
-        raise ConfigError(
-            f"the DRA backend is not installed ({exc}) — install kubedevice with DRA support"
-        ) from None
-    backend: DRABackend = make_backend(
+    return make_backend(
         kubelet_dir=paths.kubelet_dir, driver_name=paths.driver, kubeconfig=kubeconfig, node_name=node_name
     )
-    return backend

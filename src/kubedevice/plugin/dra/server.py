@@ -34,9 +34,10 @@ from kubedevice.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.cdi.files import DEFAULT_SPEC_DIR
 from kubedevice.plugin.cdi.owner import SpecFile
+from kubedevice.plugin.dra.backend.slices import device_name as slice_device_name
 from kubedevice.plugin.dra.backend_api import DRABackend, SliceDevice
 from kubedevice.plugin.dra.health import RESEND_INTERVAL_S, HealthFeed, HealthV1, HealthV1alpha1
-from kubedevice.plugin.dra.paths import DRAPaths, check_driver_name, slice_device_name
+from kubedevice.plugin.dra.paths import DRAPaths, check_driver_name
 from kubedevice.plugin.dra.prepare import ClaimPreparer
 from kubedevice.plugin.dra.services import DRAPluginV1, DRAPluginV1beta1, DRARegistrationService
 from kubedevice.plugin.dra.state import CallLock, load_state, read_boot_id
