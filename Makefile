@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test lint bench proto install clean
+.PHONY: demo test lint bench proto docs install dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,5 +33,16 @@ bench: $(STAMP)
 proto: $(STAMP)
 	$(BIN)/python tools/gen_proto.py
 
+# docs/sdk.md from the plugin SDK's docstrings; a test checks the committed page is a fresh render.
+docs: $(STAMP)
+	$(BIN)/python tools/gen_sdk_doc.py
+
+# The sdist and the wheel into dist/ (`pip install dist/kubedevice-*.whl` anywhere). Built without
+# isolation: with the venv's setuptools, which the test extras keep at what build-system requires, so it
+# needs no index and takes seconds; the wheel is built from the sdist, which proves the sdist complete.
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --no-isolation --outdir dist .
+
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -29,6 +29,7 @@ from rich.table import Table
 from bench import (
     admission,
     daemon_admission,
+    dra_prepare,
     exporter,
     listwatch,
     memory,
@@ -43,6 +44,7 @@ Scenario = Callable[..., Awaitable[Figures]]
 SCENARIOS: dict[str, Scenario] = {
     listwatch.NAME: listwatch.run,
     admission.NAME: admission.run,
+    dra_prepare.NAME: dra_prepare.run,
     daemon_admission.NAME: daemon_admission.run,
     pod_latency.NAME: pod_latency.run,
     restart.NAME: restart.run,

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import re
 
+#: What a CDI vendor name (the part of `kind` before the slash) must match, in full.
 VENDOR_NAME = re.compile(r"[A-Za-z](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?")
+#: What a CDI class name (the part of `kind` after the slash) must match, in full.
 CLASS_NAME = VENDOR_NAME
+#: What a CDI device name (the part after `=`) must match, in full.
 DEVICE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.:-]*[A-Za-z0-9])?")
 _NAME_RULE = "start with a letter, use letters, digits, '_', '-', '.', end with a letter or digit"
 
@@ -31,6 +34,7 @@ def validate_kind(kind: str) -> tuple[str, str]:
 
 
 def validate_device_name(name: str) -> None:
+    """Raise CDIError unless `name` is a valid CDI device name."""
     if not DEVICE_NAME.fullmatch(name):
         raise CDIError(
             f"CDI device name {name!r} is invalid — use letters, digits, '_', '-', '.', ':', "

@@ -56,6 +56,15 @@ def test_single_numa_node_aligns_refuses_and_keeps_hints_across_a_restart(node: 
     three = node.wait_phase("three", "Failed")
     assert (three["reason"], three["message"]) == ("TopologyAffinityError", REJECTED)
     assert three["containers"][0]["devices"] == {} and three["containers"][0]["topologyHint"] is None
+    # The kubelet's message stays; the daemon says why: only both nodes together hold 3 GPUs.
+    why = (
+        'single-numa-node policy, container "main": example.com/gpu needs 3, hints [{0,1} preferred], '
+        "free per NUMA node [node0 2, node1 2]"
+    )
+    assert three["detail"] == why
+    logged = f"INFO kubedevice.node.daemon: pod default/three ({three['uid']}): TopologyAffinityError because"
+    assert f"{logged} {why}" in (node.root / "daemon.log").read_text()
+    assert f"default/three: {why}" in run_cli("pods", "--root-dir", str(node.root)).stdout
 
     node.write_manifest("aligned.yaml", pod_manifest("aligned", {GPU: 2, NIC: 1}))
     aligned = node.wait_phase("aligned", "Running")
@@ -125,6 +134,11 @@ def test_restricted_refuses_when_no_preferred_hint_exists(
     else:
         assert (p3["reason"], p3["message"]) == ("TopologyAffinityError", REJECTED)
         assert main["devices"] == {} and node.node()["resources"][GPU]["allocated"] == 2
+        # Two free GPUs, one per node: only both nodes hold them, a hint that is not preferred.
+        assert p3["detail"] == (
+            'restricted policy, container "main": example.com/gpu needs 2, hints [{0,1}], '
+            "free per NUMA node [node0 1, node1 1]"
+        )
 
 
 def test_pod_scope_puts_both_containers_on_one_node(node: NodeProcesses) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -25,6 +26,14 @@ from tests.node_helpers import short_tmpdir, wait_for
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 ENV = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+#: The README's folders: /tmp/kd, /tmp/kd2 (a second node), as whole paths or a path's first components;
+#: never a longer name such as /tmp/kdx, nor /tmp/kd inside another path.
+README_ROOT = re.compile(r"""(?<![\w./-])/tmp/kd(?P<number>[0-9]*)(?=[/\s"'`]|$)""")
+
+
+def swap_root(text: str, root: Path) -> str:
+    """`text` with the README's /tmp/kd (and /tmp/kdN) replaced by `root` (and `root`N), as whole paths."""
+    return README_ROOT.sub(lambda m: f"{root}{m['number']}", text)
 
 
 def readme_block(marker: str) -> list[str]:
@@ -44,16 +53,16 @@ class Shell:
         self.background: list[subprocess.Popen[bytes]] = []
 
     def line(self, text: str) -> subprocess.CompletedProcess[str] | None:
-        text = text.replace("/tmp/kd", str(self.root))
-        if text.endswith("&"):
+        """Run one README line; its `python` is this test's interpreter (swapped in after the paths)."""
+        background = text.endswith("&")
+        argv = shlex.split(swap_root(text.removesuffix("&"), self.root))
+        if argv[0] == "python":
+            argv[0] = sys.executable
+        if background:
             log = open(self.root.parent / f"{self.root.name}-{len(self.background)}.log", "wb")  # noqa: SIM115
-            self.background.append(
-                subprocess.Popen(shlex.split(text[:-1]), cwd=REPO, env=ENV, stdout=log, stderr=log)
-            )
+            self.background.append(subprocess.Popen(argv, cwd=REPO, env=ENV, stdout=log, stderr=log))
             return None
-        return subprocess.run(
-            shlex.split(text), cwd=REPO, env=ENV, capture_output=True, text=True, timeout=60
-        )
+        return subprocess.run(argv, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=60)
 
     def close(self) -> None:
         for process in self.background:
@@ -120,7 +129,7 @@ def test_the_example_plugins_documented_command_runs_on_its_widget_tree(shell: S
     readme = README.read_text(encoding="utf-8")
     command = "python examples/thermal_widget.py --root examples/widgets --plugin-dir /tmp/kd/device-plugins"
     assert command in readme
-    shell.line(command.replace("python", sys.executable, 1) + " &")
+    shell.line(command + " &")
 
     def widgets() -> tuple[int, int] | None:
         result = shell.line("kubedevice status --root-dir /tmp/kd --json")

@@ -13,7 +13,8 @@ import os
 import signal
 import sys
 import textwrap
-from collections.abc import Sequence
+import time
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -92,9 +93,12 @@ class Widgets(DevicePlugin):
         return [Device("w0"), Device("w1")]
 
 
-async def test_the_plugin_dir_is_waited_for_not_created(plugin_dir: str) -> None:
+async def test_the_plugin_dir_is_waited_for_not_created(
+    plugin_dir: str, caplog: pytest.LogCaptureFixture
+) -> None:
     directory = os.path.join(plugin_dir, "device-plugins")
     events: list[LifecycleEvent] = []
+    caplog.set_level(logging.INFO, logger="kubedevice")
     async with PluginServer(Widgets(), directory, poll_interval=0.02, on_event=events.append) as server:
         await wait_until(lambda: any(e.kind == EventKind.WAITING for e in events), what="a waiting event")
         assert not exists(directory)  # the kubelet owns it
@@ -104,6 +108,9 @@ async def test_the_plugin_dir_is_waited_for_not_created(plugin_dir: str) -> None
             await wait_until(lambda: server.registrations == 1, what="the plugin to see its registration")
     waiting = [e for e in events if e.kind == EventKind.WAITING]
     assert [e.fields for e in waiting] == [{"path": directory}]  # said once, not per poll
+    # One line says it, not a second one about inotify being unavailable.
+    said = [r.getMessage() for r in caplog.records if directory in r.getMessage()]
+    assert said == [f"waiting for the plugin directory at {directory}"], said
 
 
 async def test_a_failing_device_source_backs_off_logs_once_and_turns_unhealthy(
@@ -124,3 +131,36 @@ async def test_a_failing_device_source_backs_off_logs_once_and_turns_unhealthy(
             plugin.broken = False
             await kubelet.wait_health({"w0": "Healthy", "w1": "Healthy"})
         assert any("works again" in r.getMessage() for r in caplog.records)
+
+
+class OneListThenEnds(DevicePlugin):
+    """A pushed source written as a one-shot: yields one list, then its watch_devices() returns."""
+
+    resource_name = "example.com/widget"
+    poll_interval = 0.01
+
+    def __init__(self) -> None:
+        self.starts: list[float] = []
+
+    async def watch_devices(self) -> AsyncIterator[Sequence[Device]]:
+        self.starts.append(time.monotonic())
+        yield [Device("w0")]
+
+
+async def test_a_device_source_that_ends_is_restarted_with_backoff_and_logged_once(
+    plugin_dir: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    plugin = OneListThenEnds()
+    with caplog.at_level(logging.INFO, logger="kubedevice.plugin.inventory"):
+        async with FakeKubelet(plugin_dir) as kubelet, PluginServer(plugin, plugin_dir):
+            await kubelet.wait_registrations(1)
+            await wait_until(lambda: len(plugin.starts) >= 7, what="six restarts of the source")
+            await kubelet.wait_health({"w0": "Healthy"})  # an ended source's last list stands
+    # The waits double from the poll interval, as for a failing source; each is a lower bound that holds
+    # on any machine (before, every restart came one poll interval, 10 ms, after the last).
+    gaps = [later - earlier for earlier, later in zip(plugin.starts, plugin.starts[1:], strict=False)]
+    for i, gap in enumerate(gaps[:6]):
+        assert gap >= 0.9 * 0.01 * 2**i, gaps
+    ended = [r for r in caplog.records if "ended" in r.getMessage()]
+    assert len(ended) == 1 and ended[0].levelno == logging.WARNING, [r.getMessage() for r in ended]
+    assert "watch_devices() returned" in ended[0].getMessage()

@@ -10,6 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from kubedevice.manager import Container, DeviceManager, Pod
+from kubedevice.node.topology_refusal import refusal_detail
 from kubedevice.topology import TopologyConfig, TopologyManager, new_manager, synthetic_topology
 from tests.integration.fakeplugin import RESOURCE as R
 from tests.integration.fakeplugin import FakePlugin, device, held, one, registered, running_manager, serving
@@ -81,3 +82,19 @@ async def test_pod_scope_hints_cover_the_pod_level_request_and_its_held_devices(
         # A pod whose containers hold a different count than it asks for cannot be satisfied.
         bigger = Pod(uid="pod-p", containers=[Container("a", {R: 1}), Container("b", {R: 2})])
         assert m.get_pod_topology_hints(bigger) == {R: []}
+
+
+async def test_a_refusal_is_told_with_hints_and_free_devices_per_node(root: Path) -> None:
+    async with aligned_node(root, "single-numa-node", "pod") as (tm, m):
+        first, _ = one("pod-a", 1)
+        assert (await tm.admit(first)).admit  # one device of node 0 or 1 is held now
+        pod = Pod(uid="pod-p", containers=[Container("a", {R: 2}), Container("b", {R: 2})])
+        result = await tm.admit(pod)
+        assert result.reason == "TopologyAffinityError"
+        # Four wanted, three free: no mask can hold them, so the pod scope's hints are empty.
+        [node] = {n for d in held(m, "pod-a") for n in m.device_topology(R)[d]}
+        free = "node0 1, node1 2" if node == 0 else "node0 2, node1 1"
+        assert refusal_detail(tm, m, pod, result) == (
+            f"single-numa-node policy, pod scope: {R} needs 4, hints [] (too few free devices), "
+            f"free per NUMA node [{free}]"
+        )

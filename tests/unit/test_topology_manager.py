@@ -165,6 +165,8 @@ async def test_container_scope_refusal_stops_at_the_refused_container() -> None:
     assert (result.admit, result.reason, result.message) == (
         False, "TopologyAffinityError", "Resources cannot be allocated with Topology locality"
     )  # fmt: skip
+    # The refusal carries what the policy could not merge, for the daemon to say why.
+    assert (result.container, result.hints) == ("app1", ({"gpu": hs("{0,1}F")},))
     # Earlier containers keep their hint and allocation, as in the kubelet.
     assert provider.seen == [("init", h("{0}T"))] and tm.get_affinity("uid-1", "init") == h("{0}T")
     assert tm.get_affinity("uid-1", "app1") == TopologyHint()
@@ -194,6 +196,9 @@ async def test_admit_16_best_effort_admits_restricted_refuses(scope: str) -> Non
         result = await tm.admit(P("u", [], [C("app1")]))
         assert result.admit is admitted
         assert result.reason == ("" if admitted else "TopologyAffinityError")
+        if not admitted:  # the pod scope merges the pod's hints, for no one container
+            assert result.container == ("app1" if scope == "container" else "")
+            assert result.hints == ({"r": hs("{0,1}F")},)
 
 
 async def test_provider_errors_become_rejections() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import socket
@@ -116,3 +117,21 @@ async def test_inotify_names_the_entries_that_changed_and_polling_names_none(dir
         assert polled.take_names() is None  # polling cannot tell which entries changed
     finally:
         await polled.stop()
+
+
+async def test_a_missing_directory_is_waited_for_in_one_line(
+    directory: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    missing = directory / "device-plugins"
+    watch = DirectoryWatch(missing, poll_state=missing.exists, poll_interval=0.01)
+    with caplog.at_level(logging.DEBUG, logger="kubedevice.watch"):
+        watch.start()
+        try:
+            assert watch.mode == "polling"
+            assert not await watch.wait_within(0.05)  # several polls, nothing said again
+            missing.mkdir()
+            assert await watch.wait_within(10)
+        finally:
+            await watch.stop()
+    said = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert said == [(logging.INFO, f"waiting for {missing} to exist (looking every 0.01s)")], said

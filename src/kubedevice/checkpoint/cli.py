@@ -1,4 +1,7 @@
-"""`kubedevice checkpoint`: look into a device manager checkpoint file, ours or a real kubelet's.
+"""`kubedevice checkpoint`: look into a checkpoint file, ours or a real kubelet's.
+
+Either kind, recognised by its content: the device manager's `kubelet_internal_checkpoint` (here) or the DRA
+manager's `dra_manager_state` (:mod:`.dra_cli`, a file whose ``Data`` is a string).
 
 Exit codes: 0 the file is good; 1 the file is not a valid checkpoint (bad JSON, wrong types, checksum
 mismatch); 2 the file cannot be read at all (missing, no permission, a directory). Errors are one line on
@@ -27,6 +30,8 @@ from kubedevice.checkpoint import (
     UnverifiedCheckpoint,
     decode,
     decode_unverified,
+    dra_cli,
+    is_dra_checkpoint,
     read_file,
 )
 from kubedevice.console import fail, make_console
@@ -34,7 +39,10 @@ from kubedevice.console import fail, make_console
 app = typer.Typer(
     rich_markup_mode=None,
     name="checkpoint",
-    help="Inspect and verify a kubelet_internal_checkpoint file (v2, and the pre-1.20 v1).",
+    help=(
+        "Inspect and verify a checkpoint file: kubelet_internal_checkpoint (v2, and the pre-1.20 v1)"
+        " or dra_manager_state (recognised by its content)."
+    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -202,8 +210,12 @@ def inspect(
     path: Path = typer.Argument(..., help="The checkpoint file.", show_default=False),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ) -> None:
-    """Show a checkpoint's entries and registered devices; exit 1 if its checksum does not hold."""
+    """Show a checkpoint's entries and registered devices, or a DRA checkpoint's claims; exit 1 if its
+    checksum does not hold."""
     raw = _read(path)
+    if is_dra_checkpoint(raw):
+        dra_cli.inspect(path, raw, as_json, _fail, EXIT_INVALID)
+        return
     try:
         found = decode_unverified(raw)
     except CheckpointError as err:
@@ -220,6 +232,9 @@ def inspect(
 def verify(path: Path = typer.Argument(..., help="The checkpoint file.", show_default=False)) -> None:
     """Check a checkpoint's checksum: exit 0 if it holds, 1 if the file is bad, 2 if it cannot be read."""
     raw = _read(path)
+    if is_dra_checkpoint(raw):
+        dra_cli.verify(path, raw, _fail, EXIT_INVALID)
+        return
     try:
         decoded = decode(raw)
     except CheckpointError as err:

@@ -34,3 +34,24 @@ class CorruptCheckpointError(CheckpointError):
         self.expected = expected
         #: What the file says.
         self.found = found
+
+
+class CorruptDRACheckpointError(CorruptCheckpointError):
+    """The DRA checkpoint's ``Data`` string does not hash to its ``Checksum`` (CRC-32).
+
+    str() is the kubelet's text, exactly ``checkpoint is corrupted``, because callers build the kubelet's
+    start error around it; the two numbers stay available as attributes.
+    """
+
+    def __init__(self, expected: int, found: int) -> None:
+        CheckpointError.__init__(self, "checkpoint is corrupted")
+        self.expected = expected
+        self.found = found
+
+
+class CheckpointDirectoryError(CheckpointError):
+    """The checkpoint's directory cannot be used: it cannot be made, is no directory, or refuses a file."""
+
+    def __init__(self, directory: Path | str, reason: str) -> None:
+        super().__init__(f"cannot use checkpoint directory {directory}: {reason}")
+        self.directory = Path(directory)

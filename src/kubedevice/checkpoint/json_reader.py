@@ -19,13 +19,13 @@ from kubedevice.checkpoint.spew import utf8
 # slice decoded twice reuses its elements. A value of the wrong type is an error naming the field.
 
 
-class _Number(str):
+class JSONNumber(str):
     """A JSON number kept as its source text: Go parses it only once it knows the target type."""
 
     __slots__ = ()
 
 
-class _Object:
+class JSONObject:
     """A JSON object with its keys in document order, duplicates kept (Go applies them in turn)."""
 
     __slots__ = ("pairs",)
@@ -43,16 +43,16 @@ def _kind(value: object) -> str:
         return "null"
     if isinstance(value, bool):
         return "bool"
-    if isinstance(value, _Number):
+    if isinstance(value, JSONNumber):
         return "number " + (value if len(value) <= 40 else value[:40] + "...")
     if isinstance(value, str):
         return "string"
-    if isinstance(value, _Object):
+    if isinstance(value, JSONObject):
         return "object"
     return "array"
 
 
-def _type_error(path: str, value: object, expected: str) -> CheckpointFormatError:
+def type_error(path: str, value: object, expected: str) -> CheckpointFormatError:
     return CheckpointFormatError(f"{path}: cannot decode {_kind(value)} as {expected}")
 
 
@@ -62,7 +62,7 @@ _FOLD: Final = str.maketrans(
 )
 
 
-def _field(key: str, names: tuple[str, ...]) -> str | None:
+def match_field(key: str, names: tuple[str, ...]) -> str | None:
     if key in names:
         return key
     folded = key.translate(_FOLD)
@@ -77,7 +77,7 @@ def _field(key: str, names: tuple[str, ...]) -> str | None:
 _INTEGER: Final = re.compile(r"([+-]?)0*([0-9]+)")
 
 
-def _parse_int(text: str, signed: bool, bits: int) -> int | None:
+def parse_int(text: str, signed: bool, bits: int) -> int | None:
     match = _INTEGER.fullmatch(text)
     if match is None or (match.group(1) and not signed) or len(match.group(2)) > 20:
         return None
@@ -124,17 +124,17 @@ class Decoder:
     def string(self, value: object, current: str, path: str) -> str:
         if value is None:
             return current
-        if isinstance(value, str) and not isinstance(value, _Number):
+        if isinstance(value, str) and not isinstance(value, JSONNumber):
             if self.scrub:
                 return utf8(value).decode("utf-8")
             return value
-        raise _type_error(path, value, "a string")
+        raise type_error(path, value, "a string")
 
     def strlist(self, value: object, current: list[str] | None, path: str) -> list[str] | None:
         if value is None:
             return None
         if not isinstance(value, list):
-            raise _type_error(path, value, "an array of strings")
+            raise type_error(path, value, "an array of strings")
         old = current or []
         return [
             self.string(item, old[i] if i < len(old) else "", f"{path}[{i}]") for i, item in enumerate(value)
@@ -144,10 +144,10 @@ class Decoder:
         raw = RawCheckpoint(entries=[], registered={})
         if doc is None:
             return raw
-        if not isinstance(doc, _Object):
-            raise _type_error("checkpoint", doc, "an object")
+        if not isinstance(doc, JSONObject):
+            raise type_error("checkpoint", doc, "an object")
         for key, value in doc.pairs:
-            name = _field(key, ("Data", "Checksum"))
+            name = match_field(key, ("Data", "Checksum"))
             if name == "Data":
                 self.data(value, raw)
             elif name == "Checksum" and value is not None:
@@ -155,18 +155,18 @@ class Decoder:
         return raw
 
     def uint(self, value: object, bits: int, path: str) -> int:
-        number = _parse_int(value, signed=False, bits=bits) if isinstance(value, _Number) else None
+        number = parse_int(value, signed=False, bits=bits) if isinstance(value, JSONNumber) else None
         if number is None:
-            raise _type_error(path, value, f"an unsigned {bits}-bit integer")
+            raise type_error(path, value, f"an unsigned {bits}-bit integer")
         return number
 
     def data(self, value: object, raw: RawCheckpoint) -> None:
         if value is None:
             return
-        if not isinstance(value, _Object):
-            raise _type_error("Data", value, "an object")
+        if not isinstance(value, JSONObject):
+            raise type_error("Data", value, "an object")
         for key, item in value.pairs:
-            name = _field(key, ("PodDeviceEntries", "RegisteredDevices"))
+            name = match_field(key, ("PodDeviceEntries", "RegisteredDevices"))
             if name == "PodDeviceEntries":
                 raw.entries = self.entries(item, raw.entries)
             elif name == "RegisteredDevices":
@@ -179,12 +179,12 @@ class Decoder:
         if value is None:
             return None
         if not isinstance(value, list):
-            raise _type_error(path, value, "an array of entries")
+            raise type_error(path, value, "an array of entries")
         old = current or []
         result: list[_RawEntry | PodDevicesEntry] = []
         fast = not (self.v1 or self.scrub)
         for i, item in enumerate(value):
-            if fast and i >= len(old) and type(item) is _Object:
+            if fast and i >= len(old) and type(item) is JSONObject:
                 finished = _kubelet_entry(item.pairs)
                 if finished is not None:
                     result.append(finished)
@@ -206,8 +206,8 @@ class Decoder:
         path = "Data.RegisteredDevices"
         if value is None:
             return None
-        if not isinstance(value, _Object):
-            raise _type_error(path, value, "an object mapping resource names to device IDs")
+        if not isinstance(value, JSONObject):
+            raise type_error(path, value, "an object mapping resource names to device IDs")
         result = {} if current is None else current
         for key, item in value.pairs:
             resource = self.string(key, "", path)
@@ -217,10 +217,10 @@ class Decoder:
     def entry(self, value: object, entry: _RawEntry, path: str) -> None:
         if value is None:
             return
-        if not isinstance(value, _Object):
-            raise _type_error(path, value, "an object")
+        if not isinstance(value, JSONObject):
+            raise type_error(path, value, "an object")
         for key, item in value.pairs:
-            name = _field(key, ("PodUID", "ContainerName", "ResourceName", "DeviceIDs", "AllocResp"))
+            name = match_field(key, ("PodUID", "ContainerName", "ResourceName", "DeviceIDs", "AllocResp"))
             if name == "PodUID":
                 entry.pod_uid = self.string(item, entry.pod_uid, f"{path}.PodUID")
             elif name == "ContainerName":
@@ -239,11 +239,11 @@ class Decoder:
             return self.strlist(value, current if isinstance(current, list) else None, path)
         if value is None:
             return None
-        if not isinstance(value, _Object):
-            raise _type_error(path, value, "an object mapping NUMA node to device IDs")
+        if not isinstance(value, JSONObject):
+            raise type_error(path, value, "an object mapping NUMA node to device IDs")
         result = current if isinstance(current, dict) else {}
         for key, item in value.pairs:
-            node = _parse_int(key, signed=True, bits=64)
+            node = parse_int(key, signed=True, bits=64)
             if node is None:
                 raise CheckpointFormatError(f"{path}: NUMA node {key!r} is not a 64-bit integer")
             result[node] = self.strlist(item, None, f"{path}[{key!r}]")
@@ -252,7 +252,7 @@ class Decoder:
     def alloc_resp(self, value: object, current: bytes | None, path: str) -> bytes | None:
         if value is None:
             return None
-        if isinstance(value, str) and not isinstance(value, _Number):
+        if isinstance(value, str) and not isinstance(value, JSONNumber):
             # Go's base64 reader skips line breaks, wants the padding, and rejects anything else.
             text = value.replace("\r", "").replace("\n", "")
             try:
@@ -272,7 +272,7 @@ class Decoder:
                     # null leaves the element as it was: zero, or the byte of an earlier decode.
                     result.append(old[i] if i < len(old) else 0)
             return bytes(result)
-        raise _type_error(path, value, "a base64 string")
+        raise type_error(path, value, "a base64 string")
 
 
 def _kubelet_entry(pairs: list[tuple[str, object]]) -> PodDevicesEntry | None:
@@ -288,7 +288,7 @@ def _kubelet_entry(pairs: list[tuple[str, object]]) -> PodDevicesEntry | None:
         or type(uid) is not str
         or type(container) is not str
         or type(resource) is not str
-        or type(ids) is not _Object
+        or type(ids) is not JSONObject
         or type(resp) is not str
         or len(resp) % 4
         or not resp.isascii()
@@ -327,9 +327,9 @@ def parse_json(raw: bytes) -> tuple[object, bool]:
     try:
         doc = json.loads(
             text,
-            object_pairs_hook=_Object,
-            parse_int=_Number,
-            parse_float=_Number,
+            object_pairs_hook=JSONObject,
+            parse_int=JSONNumber,
+            parse_float=JSONNumber,
             parse_constant=_reject_constant,
         )
     except json.JSONDecodeError as err:

@@ -1,6 +1,8 @@
 """The checkpoint file on disk: a read that never crashes and a durable, atomic write.
 
 The write is temp file, fsync, rename, directory fsync; a file that cannot be used is set aside, not lost.
+:class:`CheckpointFile` holds these mechanics for both checkpoints: the device manager's
+(:class:`CheckpointStore`, here) and the DRA manager's (:mod:`.dra_store`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from kubedevice.checkpoint.model import CheckpointData, DecodedCheckpoint
 #: allocations is a few MiB; this bound only keeps a stray huge file from exhausting memory.
 MAX_CHECKPOINT_BYTES: Final = 256 * 1024 * 1024
 
-#: Stages at which CheckpointStore calls its fault hook during a write, in order.
+#: Stages at which a checkpoint store calls its fault hook during a write, in order.
 WRITE_STAGES: Final = ("after-temp-write", "after-fsync", "after-rename")
 
 
@@ -97,23 +99,17 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-class CheckpointStore:
-    """The checkpoint file in one directory: read it, write it durably and atomically, set it aside.
+class CheckpointFile:
+    """One named file in one directory, replaced durably and atomically: what every checkpoint shares.
 
     Blocking: callers on the event loop run these methods with ``asyncio.to_thread``.
 
-    ``fault`` is a test hook, not configuration: when given, ``write`` calls it with each stage name of
+    ``fault`` is a test hook, not configuration: when given, each write calls it with each stage name of
     :data:`WRITE_STAGES` ("after-temp-write", "after-fsync", "after-rename") so a crash-consistency harness
     can kill the process at that point. An exception raised by the hook is handled like any write error.
     """
 
-    def __init__(
-        self,
-        directory: Path,
-        name: str = CHECKPOINT_NAME,
-        *,
-        fault: Callable[[str], None] | None = None,
-    ) -> None:
+    def __init__(self, directory: Path, name: str, *, fault: Callable[[str], None] | None = None) -> None:
         if not _VALID_NAME.fullmatch(name) or name.startswith("."):
             raise ValueError(
                 f"invalid checkpoint name {name!r}: "
@@ -127,38 +123,28 @@ class CheckpointStore:
     def path(self) -> Path:
         return self._directory / self._name
 
-    def read(self) -> DecodedCheckpoint:
-        """Read and verify the file.
-
-        Raises CheckpointNotFoundError, CheckpointFormatError (CheckpointUnreadableError when the path
-        cannot be read at all) or CorruptCheckpointError.
-        """
-        return decode(read_file(self.path))
-
-    def write(
-        self, data: CheckpointData, encoder: Callable[[CheckpointData], bytes | list[bytes]] = encode
-    ) -> None:
-        """Replace the file with ``data``: temp file, fsync, rename, directory fsync.
+    def _replace(self, encode_blob: Callable[[], bytes | list[bytes]]) -> None:
+        """Replace the file with what ``encode_blob`` gives: temp file, fsync, rename, directory fsync.
 
         A crash at any point leaves either the old file or the new one, never a mix. On error the temp file
-        is removed and CheckpointError is raised. ``data`` is a snapshot: its lists must not change while
-        the write runs in its thread. ``encoder`` must give :func:`encode`'s bytes, whole or as pieces
-        written in order; a writer of successive checkpoints passes one that remembers the previous write
-        (``CheckpointEncoder.encode_pieces``).
+        is removed and CheckpointError is raised (an encoding error too).
         """
         try:
-            self._write(encoder(data))
+            self._write(encode_blob())
         except CheckpointError:
             raise
         except Exception as err:
             raise CheckpointError(f'failed to write checkpoint file "{self._name}": {err}') from err
 
-    def _write(self, blob: bytes | list[bytes]) -> None:
+    def _ensure_directory(self) -> None:
         directory = self._directory
         if not directory.is_dir():
             directory.mkdir(mode=0o750, parents=True, exist_ok=True)
             # mkdir's mode is filtered by the umask; the device plugin directory must be exactly 0750.
             os.chmod(directory, 0o750)
+
+    def _write(self, blob: bytes | list[bytes]) -> None:
+        self._ensure_directory()
         temp, fd = self._create_temp()
         try:
             try:
@@ -173,7 +159,7 @@ class CheckpointStore:
             temp.unlink(missing_ok=True)
             raise
         self._stage("after-rename")
-        _fsync_directory(directory)
+        _fsync_directory(self._directory)
 
     def _create_temp(self) -> tuple[Path, int]:
         # Like Go's os.CreateTemp(dir, "."): a dot name (hidden from checkpoint listings) with random digits.
@@ -205,12 +191,8 @@ class CheckpointStore:
         if self._fault is not None:
             self._fault(stage)
 
-    def quarantine(self) -> Path:
-        """Move the current file aside as ``<name>.corrupt-<UTC timestamp>`` and return its new path.
-
-        The kubelet leaves a bad file to be overwritten; keeping a copy lets a person see what went wrong.
-        """
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    def _move_aside(self, stamp: str, verb: str) -> Path:
+        """Rename the file to ``<name>.corrupt-<stamp>`` (``-N`` added while taken), fsync the directory."""
         target = self._directory / f"{self._name}.corrupt-{stamp}"
         suffix = 0
         while target.exists() or target.is_symlink():
@@ -221,6 +203,49 @@ class CheckpointStore:
         except FileNotFoundError:
             raise CheckpointNotFoundError(self.path) from None
         except OSError as err:
-            raise CheckpointError(f"cannot quarantine {self.path}: {err.strerror or err}") from None
+            raise CheckpointError(f"cannot {verb} {self.path}: {err.strerror or err}") from None
         _fsync_directory(self._directory)
         return target
+
+
+class CheckpointStore(CheckpointFile):
+    """The device manager's checkpoint file in one directory: read it, write it durably and atomically,
+    set it aside. See :class:`CheckpointFile` for the ``fault`` hook.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        name: str = CHECKPOINT_NAME,
+        *,
+        fault: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__(directory, name, fault=fault)
+
+    def read(self) -> DecodedCheckpoint:
+        """Read and verify the file.
+
+        Raises CheckpointNotFoundError, CheckpointFormatError (CheckpointUnreadableError when the path
+        cannot be read at all) or CorruptCheckpointError.
+        """
+        return decode(read_file(self.path))
+
+    def write(
+        self, data: CheckpointData, encoder: Callable[[CheckpointData], bytes | list[bytes]] = encode
+    ) -> None:
+        """Replace the file with ``data``: temp file, fsync, rename, directory fsync.
+
+        A crash at any point leaves either the old file or the new one, never a mix. On error the temp file
+        is removed and CheckpointError is raised. ``data`` is a snapshot: its lists must not change while
+        the write runs in its thread. ``encoder`` must give :func:`encode`'s bytes, whole or as pieces
+        written in order; a writer of successive checkpoints passes one that remembers the previous write
+        (``CheckpointEncoder.encode_pieces``).
+        """
+        self._replace(lambda: encoder(data))
+
+    def quarantine(self) -> Path:
+        """Move the current file aside as ``<name>.corrupt-<UTC timestamp>`` and return its new path.
+
+        The kubelet leaves a bad file to be overwritten; keeping a copy lets a person see what went wrong.
+        """
+        return self._move_aside(datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ"), "quarantine")

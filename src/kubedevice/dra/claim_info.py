@@ -95,11 +95,15 @@ def _base_requests(device: DRADevice) -> set[str]:
 class ClaimInfoCache:
     """Entries by key, the per-claim locks, and the snapshot the checkpoint is written from."""
 
-    def __init__(self, restored: DRACheckpointData | None = None) -> None:
+    def __init__(self) -> None:
         self._entries: dict[str, ClaimInfo] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._waiters: dict[str, int] = {}
-        for state in (restored.claims if restored is not None else None) or ():
+
+    def restore(self, data: DRACheckpointData) -> None:
+        """Load the checkpoint's entries, every one unprepared (the flag is not stored)."""
+        self._entries = {}
+        for state in data.claims or ():
             info = ClaimInfo.from_state(state)
             self._entries[info.key] = info
 

@@ -29,4 +29,11 @@ class ContainerClaimsError(DRAError):
 
 
 class DRACheckpointError(DRAError):
-    """The checkpoint cannot be read at start or written; str() is the kubelet's text."""
+    """The checkpoint cannot be read at start or written; str() is the kubelet's text.
+
+    `corrupt` says the file itself is unreadable (it may be moved aside), not its directory.
+    """
+
+    def __init__(self, message: str, *, corrupt: bool = False) -> None:
+        super().__init__(message)
+        self.corrupt = corrupt

@@ -157,6 +157,9 @@ class EndpointLifecycle:
             report = devices.apply(msg)
         finally:
             state.devices_changed()  # even a message that failed to decode may have changed some
+        if log.isEnabledFor(logging.DEBUG):
+            healthy, unhealthy = len(devices.healthy), len(devices.unhealthy)
+            log.debug("ListAndWatch update of %s: %d healthy, %d unhealthy", resource, healthy, unhealthy)
         warning = report.warning(resource)
         if warning is not None:
             log.warning("%s", warning)

@@ -7,6 +7,7 @@ the device plugin directory: the kubelet joins and cleans it, so `../x.sock` wou
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 from collections.abc import Awaitable, Callable
@@ -20,6 +21,8 @@ from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from kubedevice.manager.errors import RegistrationError
 from kubedevice.manager.metrics import ManagerMetrics
+
+log = logging.getLogger(__name__)
 
 #: The longest unix socket path Linux accepts (sun_path is 108 bytes with the terminating NUL).
 MAX_UNIX_SOCKET_PATH = 107
@@ -121,6 +124,15 @@ class RegistrationServicer(dp_grpc.RegistrationServicer):
     ) -> dp.Empty:
         # Counted before validation, so refused attempts show too.
         self._metrics.registration_total.labels(resource_name=request.resource_name).inc()
+        log.debug(
+            "Register: resource %s, endpoint %s, version %s, preStartRequired %s, "
+            "getPreferredAllocationAvailable %s",
+            request.resource_name,
+            request.endpoint,
+            request.version,
+            request.options.pre_start_required,
+            request.options.get_preferred_allocation_available,
+        )
         try:
             check_version(request.version)
             check_resource_name(request.resource_name)

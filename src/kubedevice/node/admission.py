@@ -15,18 +15,21 @@ from kubedevice.manager import (
     RunContainerOptions,
 )
 from kubedevice.manager.topology_hints import pod_device_requests
-from kubedevice.topology import TopologyManager
+from kubedevice.node.topology_refusal import refusal_detail
+from kubedevice.topology import ERR_TOPOLOGY_AFFINITY, TopologyManager
 
 log = logging.getLogger(__name__)
 
 
 class PodRejected(Exception):
-    """An admit handler refused the pod: the kubelet's status reason and message."""
+    """An admit handler refused the pod: the kubelet's status reason and message, and the daemon's own
+    `detail` of why (for a TopologyAffinityError: each resource's hints and free devices per NUMA node)."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, detail: str = "") -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
+        self.detail = detail
 
 
 def _starting_order(pod: Pod) -> list[Container]:
@@ -54,22 +57,55 @@ async def admit(
 
 async def allocate_pod(
     topology: TopologyManager, manager: DeviceManager, pod: Pod, *, already_running: bool = False
-) -> None:
+) -> list[str]:
     """The topology manager's admit: hints merged and stored, then every container's devices. With a
-    manager that does not checkpoint each Allocate, the devices are not on disk yet (its write_checkpoint)."""
+    manager that does not checkpoint each Allocate, the devices are not on disk yet (its write_checkpoint).
+
+    Returns what the pod runs without: one warning per resource it asks for that no plugin serves (the
+    kubelet runs such a container without it), also logged once here at WARNING.
+    """
     if already_running:
         manager.mark_running((pod.uid, c.name) for c in _starting_order(pod))
     result = await topology.admit(pod)
     if result.admit:
-        return
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "pod %s/%s (%s) got devices: %s", pod.namespace, pod.name, pod.uid, _held_text(manager, pod)
+            )
+        return _unserved(manager, pod)
     if already_running:
         log.warning(
             "pod %s/%s keeps running after the restart although %s", pod.namespace, pod.name, result.message
         )
-    elif isinstance(result.error, DeviceManagerError):
+        return []
+    if isinstance(result.error, DeviceManagerError):
         raise result.error
-    else:
-        raise PodRejected(result.reason, f"Pod was rejected: {result.message}")
+    # Taken now, before any other admission runs: the hints and free devices the policy refused.
+    detail = refusal_detail(topology, manager, pod, result) if result.reason == ERR_TOPOLOGY_AFFINITY else ""
+    raise PodRejected(result.reason, f"Pod was rejected: {result.message}", detail)
+
+
+def _unserved(manager: DeviceManager, pod: Pod) -> list[str]:
+    served = {r.resource_name for r in manager.registered_resources()}
+    held = _held_devices(manager, pod)
+    warnings = [
+        f"{resource}: no plugin serves this resource; the container runs without it"
+        for resource in sorted(device_needs(pod))
+        if resource not in served and not held.get(resource)
+    ]
+    for warning in warnings:
+        log.warning("pod %s/%s (%s): %s", pod.namespace, pod.name, pod.uid, warning)
+    return warnings
+
+
+def _held_text(manager: DeviceManager, pod: Pod) -> str:
+    """`main: example.com/gpu fake-0,fake-2; sidecar: none`, for the debug log."""
+    parts = []
+    for c in _starting_order(pod):
+        devices = manager.get_devices(pod.uid, c.name) or {}
+        held = " ".join(f"{r} {','.join(sorted(ids))}" for r, ids in sorted(devices.items()))
+        parts.append(f"{c.name}: {held or 'none'}")
+    return "; ".join(parts)
 
 
 async def start_containers(

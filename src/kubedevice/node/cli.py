@@ -11,12 +11,12 @@ import gc
 import logging
 import os
 import signal
-import sys
 from pathlib import Path
 
 import typer
 
 from kubedevice.console import parse_log_level
+from kubedevice.logs import configure_logging
 from kubedevice.node.daemon import NodeConfig, NodeDaemon, NodeStartError
 from kubedevice.node.durations import parse_duration
 from kubedevice.node.options import (
@@ -98,7 +98,9 @@ def node(
         help="Pretend the machine has N NUMA nodes (distance 10 local, 20 remote) [default: from sysfs].",
     ),
     log_level: str = typer.Option(
-        "info", "--log-level", help="debug, info, warning or error (logs go to stderr)."
+        "info",
+        "--log-level",
+        help="debug, info, warning or error (logs go to stderr; gRPC's own logs follow GRPC_VERBOSITY).",
     ),
     boot_id: str | None = typer.Option(
         None,
@@ -133,11 +135,7 @@ def node(
         topology=topology,
         numa_nodes=numa_nodes,
     )
-    logging.basicConfig(
-        level=parse_log_level(log_level),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(parse_log_level(log_level))
     # Sockets the daemon and its manager create must not be world-accessible.
     os.umask(0o007)
     # What exists now (the imported modules: most of the process's objects) lives as long as the daemon.

@@ -14,6 +14,7 @@ parsing, so the event loop's thread is not kept waiting for it.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import stat
 import time
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kubedevice.node.manifests import MANIFEST_SUFFIXES, ManifestError, PodManifest, parse_manifest
+
+log = logging.getLogger(__name__)
 
 #: At most this long (s) of parsing between two hand-overs of the GIL to the event loop's thread.
 _GIL_SLICE = 0.0005
@@ -76,6 +79,17 @@ class ManifestFolder:
         else:
             result = self._scan_names(sorted({n for n in names if is_manifest_name(n)} | self._clashing))
         self._check_clashes(result, known_uids)
+        if log.isEnabledFor(logging.DEBUG):
+            looked = (
+                "every file" if result.covered is None else f"{len(result.covered)} file(s) the watch named"
+            )
+            log.debug(
+                "manifest scan of %s (%s): %d pod(s), %d file(s) refused",
+                self.folder,
+                looked,
+                len(result.pods),
+                len(result.errors),
+            )
         return result
 
     def _scan_all(self) -> ScanResult:

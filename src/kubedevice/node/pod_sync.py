@@ -19,7 +19,6 @@ import os
 from kubedevice.manager import DeviceManager, DeviceManagerError, Pod, RunContainerOptions
 from kubedevice.node.admission import (
     PodRejected,
-    admit,
     allocate_pod,
     device_needs,
     start_containers,
@@ -151,7 +150,8 @@ class PodSync:
         or registration check: the kubelet's already-running path, which a restart must never fail.
         """
         try:
-            record.run_options = await admit(self._topology, manager, record.pod, already_running=True)
+            record.warnings = await allocate_pod(self._topology, manager, record.pod, already_running=True)
+            record.run_options = await start_containers(manager, record.pod, already_running=True)
         except DeviceManagerError as err:
             self._fail(record, str(err))
             return False
@@ -222,6 +222,7 @@ class PodSync:
             return True
         if record.phase == "Failed":
             record.manifest, record.phase, record.reason, record.message = m, "Pending", "", ""
+            record.detail, record.warnings = "", []
             self._start_admission(record)
             return True
         log.warning(
@@ -289,7 +290,7 @@ class PodSync:
                 # Calls follow the order of the turns: so does the run options' order.
                 before = [f for r in needs if (f := self._last_start.get(r)) is not None and not f.done()]
                 self._last_start.update(dict.fromkeys(needs, started))
-                await allocate_pod(self._topology, manager, record.pod)
+                record.warnings = await allocate_pod(self._topology, manager, record.pod)
             if needs:
                 await manager.write_checkpoint()
             if before:
@@ -297,7 +298,7 @@ class PodSync:
             if self._pending(record):
                 options = await start_containers(manager, record.pod)
         except PodRejected as err:
-            self._fail(record, err.message, err.reason)
+            self._fail(record, err.message, err.reason, err.detail)
         except DeviceManagerError as err:
             self._fail(record, str(err))
         finally:
@@ -325,12 +326,16 @@ class PodSync:
         """Still in the table and waiting for its admission (not removed nor finished meanwhile)."""
         return self.pods.get(record.uid) is record and record.phase == "Pending"
 
-    def _fail(self, record: PodRecord, message: str, reason: str = ADMISSION_ERROR_REASON) -> None:
-        record.phase, record.reason, record.message = "Failed", reason, message
+    def _fail(
+        self, record: PodRecord, message: str, reason: str = ADMISSION_ERROR_REASON, detail: str = ""
+    ) -> None:
+        record.phase, record.reason, record.message, record.detail = "Failed", reason, message, detail
         record.run_options = {}
         self._topology.remove_pod(record.uid)
         self._metrics.admission_failures.inc()
         log.warning("pod %s failed admission: %s", _name(record.pod), message)
+        if detail:
+            log.info("pod %s: %s because %s", _name(record.pod), reason, detail)
 
     def _report_bad_files(self, result: ScanResult) -> None:
         errors = result.errors

@@ -25,6 +25,10 @@ class PodRecord:
     manifest: PodManifest
     reason: str = ""
     message: str = ""
+    #: The daemon's own why of a refusal (the kubelet's message stays in `message`); not saved.
+    detail: str = ""
+    #: What the pod runs without (a resource no plugin serves), said once at its admission; not saved.
+    warnings: list[str] = field(default_factory=list)
     #: container name -> run options computed when it started (None: it holds no devices).
     run_options: dict[str, RunContainerOptions | None] = field(default_factory=dict)
     _phase: PodPhase = "Pending"

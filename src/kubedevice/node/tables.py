@@ -53,6 +53,8 @@ def print_node(console: Console, data: dict[str, Any]) -> None:
 
 def print_pods(console: Console, data: list[dict[str, Any]]) -> None:
     table = Table(title="Pods")
+    # The daemon's why of a refusal and what a pod runs without: whole lines under the table.
+    notes: list[str] = []
     table.add_column("namespace/name", no_wrap=True)
     for column in ("phase", "container", "devices", "numa hint", "reason: message"):
         table.add_column(column)
@@ -72,9 +74,13 @@ def print_pods(console: Console, data: list[dict[str, Any]]) -> None:
                 _hint_label(c.get("topologyHint")),
                 (f"{entry['reason']}: {entry['message']}" if entry["reason"] else "") if first else "",
             )
+        name = f"{entry['namespace']}/{entry['name']}"
+        notes.extend(f"{name}: {why}" for why in [entry.get("detail"), *entry.get("warnings", ())] if why)
     console.print(table)
     for entry in errors:
         console.print(f"bad manifest {entry['file']}: {entry['error']}", highlight=False)
+    for line in notes:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _hint_label(hint: dict[str, Any] | None) -> str:

@@ -107,6 +107,9 @@ def pod_view(manager: DeviceManager, record: PodRecord, topology: TopologyManage
         "phase": record.phase,
         "reason": record.reason,
         "message": record.message,
+        # The daemon's own why of a refusal, and what a pod runs without: beyond the kubelet's status.
+        "detail": record.detail,
+        "warnings": list(record.warnings),
         "containers": containers,
     }
 

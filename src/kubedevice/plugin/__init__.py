@@ -1,17 +1,22 @@
 """The plugin SDK: write what is special to your hardware, the SDK does the kubelet's protocol.
 
-from kubedevice.plugin import Allocation, Device, DevicePlugin, serve
+    from kubedevice.plugin import Allocation, Device, DevicePlugin, serve
 
-class MyPlugin(DevicePlugin):
-    resource_name = "example.com/widget"
+    class MyPlugin(DevicePlugin):
+        resource_name = "example.com/widget"
 
-    async def devices(self) -> list[Device]:
-        return [Device("widget-0"), Device("widget-1", numa_nodes=(1,))]
+        async def devices(self) -> list[Device]:
+            return [Device("widget-0"), Device("widget-1", numa_nodes=(1,))]
 
-    async def allocate(self, devices):
-        return Allocation(envs={"WIDGETS": ",".join(d.id for d in devices)})
+        async def allocate(self, devices):
+            return Allocation(envs={"WIDGETS": ",".join(d.id for d in devices)})
 
-serve(MyPlugin())
+    serve(MyPlugin())
+
+The SDK serves the plugin on its own unix socket in the kubelet's device plugin folder, registers once
+the first device list is known, streams every change of the list to the kubelet, checks the kubelet's
+requests before a hook sees them, and registers again, once, after each kubelet restart. Every hook is
+a method of `DevicePlugin`; the sections below say when the SDK calls each and what it must return.
 """
 
 from kubedevice.plugin.base import DevicePlugin

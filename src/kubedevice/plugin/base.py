@@ -31,17 +31,26 @@ if TYPE_CHECKING:
 
 
 class DevicePlugin:
-    """Base class of a device plugin. Set `resource_name`, implement a device source and `allocate`."""
+    """Base class of a device plugin. Set `resource_name`, implement a device source and `allocate`.
 
-    #: The extended resource the devices are advertised as, e.g. "example.com/gpu" (device plugin face).
+    Subclass it, set `resource_name`, override one device source (`devices()` or `watch_devices()`) and
+    `allocate()`; overriding an optional hook (`preferred_allocation`, `pre_start_container`) turns on the
+    kubelet option that makes the kubelet call it. Run it with `serve()` (or `PluginServer`). The SDK
+    calls every hook on its event loop: a hook that blocks (disk, a vendor library) hands that work to a
+    thread (`await asyncio.to_thread(...)`), or every other call and the kubelet's stream wait for it.
+    """
+
+    #: The extended resource the devices are advertised as, e.g. "example.com/gpu": a domain-prefixed
+    #: name, checked when the server is made (a bad one is a ConfigError). The device plugin face.
     resource_name: str = ""
-    #: The DRA driver the devices are published by, e.g. "gpu.example.com" (DRA face).
+    #: The DRA driver the devices are published by, e.g. "gpu.example.com" (the DRA face).
     driver_name: str = ""
     #: Serve the DRA health stream (DRAResourceHealth) on the DRA face.
     dra_health: bool = True
-    #: Seconds between two calls of `devices()` when the plugin uses the polled source.
+    #: Seconds between two calls of `devices()` (polled source); also the first delay before a failing
+    #: device source is tried again.
     poll_interval: float = 5.0
-    #: Where the server keeps the spec `cdi_spec()` returns (runtimes read /etc/cdi and /var/run/cdi).
+    #: Where the server writes the spec `cdi_spec()` returns (runtimes read /etc/cdi and /var/run/cdi).
     cdi_spec_dir: str | Path = DEFAULT_SPEC_DIR
 
     #: Hooks whose override turns on the matching DevicePluginOptions flag.
@@ -51,12 +60,24 @@ class DevicePlugin:
     }
 
     async def devices(self) -> Sequence[Device]:
-        """Return the full current device list (polled source)."""
+        """Polled device source: return the full current device list.
+
+        Called once at start (the server registers only once the first list is known), then every
+        `poll_interval` seconds while the plugin runs. Return every device, healthy or not, each ID once;
+        the kubelet gets a new ListAndWatch list only when it differs from the previous one. A list with a
+        repeated ID or a non-`Device` is logged and ignored. If it raises, the SDK logs the error, reports
+        the last known devices unhealthy and calls it again with backoff. Override this or
+        `watch_devices()`; when both are overridden, `watch_devices()` is used.
+        """
         raise NotImplementedError
 
     async def watch_devices(self) -> AsyncIterator[Sequence[Device]]:
-        """Yield the full device list at start and again whenever it changes (pushed source).
+        """Pushed device source: yield the full device list at start and again whenever it changes.
 
+        The SDK iterates it from start until the server stops (the server registers once the first list
+        has arrived). Each yielded list replaces the previous one as a whole, as a ListAndWatch message
+        does, and reaches the kubelet only when it differs. If the iterator raises or ends, the SDK logs
+        why and starts it again after a pause, reporting the last known devices unhealthy while it fails.
         The default turns the polled `devices()` into this shape, yielding only when the list differs
         from the previous one.
         """
@@ -73,17 +94,41 @@ class DevicePlugin:
             await asyncio.sleep(self.poll_interval)
 
     async def allocate(self, devices: Sequence[Device]) -> Allocation:
-        """Return what one container gets for `devices` (already checked to be known and healthy)."""
+        """Return what one container gets for `devices` (already checked to be known and healthy).
+
+        Called once per container of each kubelet Allocate request, with that container's devices in the
+        kubelet's order, after the SDK checked that each ID is one of the plugin's current devices and is
+        healthy (an unknown or unhealthy ID is refused with INVALID_ARGUMENT before this runs). Return an
+        `Allocation`: the env, mounts, device nodes, annotations and CDI device names the container gets.
+        Raise `InvalidRequest` to refuse (INVALID_ARGUMENT with its message); any other exception fails
+        the request with INTERNAL and its message. Either way the kubelet fails the pod's admission.
+        """
         raise NotImplementedError
 
     async def preferred_allocation(
         self, available: Sequence[Device], must_include: Sequence[Device], size: int
     ) -> Sequence[str]:
-        """Optional: IDs of `size` devices from `available` the plugin prefers, must_include first."""
+        """Optional: IDs of `size` devices from `available` the plugin prefers, must_include first.
+
+        Overriding it makes the server advertise `get_preferred_allocation_available`; the kubelet then
+        calls GetPreferredAllocation before each Allocate of a container: `available` are the healthy free
+        devices it may choose from, `must_include` those it keeps in any case (all among `available`),
+        `size` how many the container asks for. Return that many IDs, all from `available`, must_include
+        first (an ID outside `available` fails the call with INTERNAL). The kubelet takes the answer as a
+        preference: it checks the devices again and picks by itself when the answer does not fit.
+        """
         raise NotImplementedError
 
     async def pre_start_container(self, devices: Sequence[Device]) -> None:
-        """Optional: prepare `devices` (reset, warm up...) right before the container using them starts."""
+        """Optional: prepare `devices` (reset, warm up...) right before the container using them starts.
+
+        Overriding it makes the server advertise `pre_start_required`; the kubelet then calls
+        PreStartContainer with a container's devices of this resource each time that container is about
+        to start (after Allocate, before the runtime starts it), within the kubelet's 30 s deadline. IDs
+        the plugin does not know are refused first; devices that turned unhealthy since Allocate are
+        passed on, the container owns them. Return when the devices are ready; an exception
+        (`InvalidRequest` or any other) fails the container's start, which the kubelet tries again.
+        """
         raise NotImplementedError
 
     async def prepare(self, claim: Claim) -> Sequence[PreparedDevice]:
@@ -101,18 +146,31 @@ class DevicePlugin:
     def cdi_spec(self, devices: Sequence[Device]) -> CDISpec | None:
         """Optional: the CDI spec defining `devices` (every device, healthy or not; never empty), or None.
 
-        The server writes it into `cdi_spec_dir` before registering, again whenever the device list changes
-        the spec, and removes it on stop. `allocate` names the devices with `spec.qualified_name(...)`.
+        The server calls it with each new device list, from the first on, and writes the spec into
+        `cdi_spec_dir` when it differs from the file on disk: the first before registering (a folder it
+        cannot write then stops the server with a ConfigError), later ones atomically while serving. The
+        file is removed on stop and when no device is left. It runs on the event loop: keep it a pure
+        function of `devices`. An exception is logged and the previous spec kept. `allocate` names the
+        devices with `spec.qualified_name(...)`. Return None (the default) to write no spec.
         """
         return None
 
     def options(self) -> PluginOptions:
-        """The DevicePluginOptions to advertise; by default derived from the overridden hooks."""
+        """The DevicePluginOptions to advertise; by default derived from the overridden hooks.
+
+        Sent with each Register and answered to the kubelet's GetDevicePluginOptions.
+        `preferred_allocation` overridden sets `get_preferred_allocation_available`, `pre_start_container`
+        overridden sets `pre_start_required`. Override only to advertise less than the class implements.
+        """
         flags = {flag: self._overrides(hook) for hook, flag in self._OPTIONAL_HOOKS.items()}
         return PluginOptions(**flags)
 
     def describe_source(self) -> str:
-        """Which device source this plugin uses: "watch" or "poll"; raises if it has none."""
+        """Which device source this plugin uses: "watch" or "poll"; raises if it has none.
+
+        Called once when the server (or a `SharedPlugin`) is made: NotImplementedError when neither
+        `devices()` nor `watch_devices()` is overridden, which the server turns into a ConfigError.
+        """
         if self._overrides("watch_devices"):
             return "watch"
         if self._overrides("devices"):

@@ -2,14 +2,13 @@
 
 Other tools run these as subprocesses and read stdout, so the contract is: one line per lifecycle
 event on stdout (flushed), logs on stderr, exit 0 on SIGTERM/SIGINT, exit 2 with one line on stderr
-for any bad flag or unusable setting.
+for any bad flag or unusable setting. When stdout and stderr are one terminal, the log leaves the events
+to stdout (it says them at debug level), so each shows once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,13 +19,14 @@ import typer
 
 from kubedevice.api.constants import PLUGIN_DIR_ENV
 from kubedevice.console import fail, parse_log_level
+from kubedevice.logs import configure_logging
 from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.builtin.fake import FakeConfig, FakePlugin, NumaLayout, parse_attribute, parse_capacity
 from kubedevice.plugin.builtin.paths import PathsPlugin
 from kubedevice.plugin.cdi import DEFAULT_SPEC_DIR
 from kubedevice.plugin.dra.paths import KUBELET_DIR_ENV
 from kubedevice.plugin.dra.runner import FacesServer
-from kubedevice.plugin.entry import print_event
+from kubedevice.plugin.entry import events_share_the_log, print_event
 from kubedevice.plugin.errors import ConfigError
 from kubedevice.plugin.server import DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, PluginServer
 from kubedevice.plugin.sharing import SharedPlugin
@@ -241,11 +241,7 @@ def _run(
     refuse_multiple: bool = False,
     dra: _DRA | None = None,
 ) -> None:
-    # gRPC core logs every GOAWAY of a restarting kubelet at INFO on stderr; that is normal here.
-    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
-    logging.basicConfig(
-        level=common.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(parse_log_level(common.log_level))
     try:
         plugin = make_plugin()
         if replicas is not None:
@@ -257,6 +253,7 @@ def _run(
             "use_inotify": common.inotify,
             "handle_signals": True,
             "on_event": print_event,
+            "log_events": not events_share_the_log(),
         }
         if dra is None or dra.api == "device-plugin":
             asyncio.run(PluginServer(plugin, common.plugin_dir, **options).run())  # type: ignore[arg-type]

@@ -26,15 +26,19 @@ def serve(
 ) -> None:
     """Run `plugin` until SIGTERM or SIGINT (blocking).
 
-    `api` picks the face: "device-plugin" (the default when `resource_name` is set), "dra" (the default
-    when only `driver_name` is set) or "both" (disjoint devices, by `Device.api`). The device plugin
-    directory is `plugin_dir`, else `$KUBEDEVICE_PLUGIN_DIR`, else the kubelet's; the DRA face's paths
-    come from `kubelet_dir`, else `$KUBEDEVICE_KUBELET_DIR`, else /var/lib/kubelet. Other options are
-    PluginServer's keyword arguments, or for DRA `backend`, `kubeconfig`, `node_name`,
-    `rolling_update_uid`, `registration_socket_file` and `dra_options` (DRAServer's).
-
-    Each lifecycle event is printed as one line on stdout unless `print_events` is False. A
-    configuration error is one line on stderr and exit code 2.
+    The one call a plugin's script makes, last: it runs its own event loop, so call it outside one (from
+    a test or an async program, use `PluginServer` or `FacesServer`). `api` picks the face:
+    "device-plugin" (the default when `resource_name` is set), "dra" (the default when only `driver_name`
+    is set) or "both" (disjoint devices, by `Device.api`). The device plugin directory is `plugin_dir`,
+    else `$KUBEDEVICE_PLUGIN_DIR`, else the kubelet's; the DRA face's paths come from `kubelet_dir`, else
+    `$KUBEDEVICE_KUBELET_DIR`, else /var/lib/kubelet. Each lifecycle event (waiting, serving, registered,
+    kubelet restart, re-registered, prepare, stopped...) is printed as one line on stdout unless
+    `print_events` is False. A configuration error is one line on stderr and exit code 2. Among the
+    options: `metrics_port=9402` serves Prometheus metrics, `plugin_watcher=True` registers through the
+    kubelet's plugins_registry folder instead of kubelet.sock, `use_inotify=False` polls for kubelet
+    restarts; for DRA `backend`, `kubeconfig`, `node_name`, `rolling_update_uid`,
+    `registration_socket_file` and `dra_options` (DRAServer's). SIGHUP makes a device plugin serve a new
+    socket and register again.
     """
     from kubedevice.plugin.dra.runner import FacesServer, default_api
 
@@ -44,6 +48,9 @@ def serve(
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     chosen = api or default_api(plugin)
     on_event = print_event if print_events else None
+
+    # Printed events on the terminal the log goes to: the log says them at debug level, so each shows once.
+    options.setdefault("log_events", not (print_events and events_share_the_log()))
 
     async def main() -> None:
         if chosen == "device-plugin":
@@ -66,6 +73,16 @@ def serve(
     except ConfigError as exc:
         print(f"error: {command}: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def events_share_the_log() -> bool:
+    """stdout, where events are printed, and stderr, where the log goes, are one terminal: a line the
+    log would say for an event would show twice."""
+    try:
+        out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError):  # closed, or replaced by an object without a descriptor
+        return False
+    return sys.stdout.isatty() and sys.stderr.isatty() and out.st_rdev == err.st_rdev
 
 
 def print_event(event: LifecycleEvent) -> None:

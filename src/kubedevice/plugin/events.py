@@ -12,6 +12,8 @@ log = logging.getLogger(__name__)
 
 
 class EventKind(enum.StrEnum):
+    """What happened to a running plugin; the first word of its event's line."""
+
     SERVING = "serving"
     """The DevicePlugin service answers on a new socket."""
     WAITING = "waiting"
@@ -50,9 +52,15 @@ class EventKind(enum.StrEnum):
 
 @dataclass(frozen=True)
 class LifecycleEvent:
+    """One thing that happened to a running plugin, handed to `on_event` handlers as it happens."""
+
+    #: What happened.
     kind: EventKind
+    #: The plugin's resource name.
     resource: str
+    #: Details by name, e.g. `endpoint` for SERVING and REGISTERED, `healthy`/`unhealthy` for DEVICES.
     fields: dict[str, str] = field(default_factory=dict)
+    #: When it happened (seconds since the epoch).
     time: float = field(default_factory=time.time)
 
     def line(self) -> str:
@@ -68,9 +76,12 @@ EventHandler = Callable[[LifecycleEvent], None]
 class EventBus:
     """Fans events out to handlers; a failing handler is logged, never allowed to break the server."""
 
-    def __init__(self, resource: str) -> None:
+    def __init__(self, resource: str, *, log_events: bool = True) -> None:
         self._resource = resource
         self._handlers: list[EventHandler] = []
+        #: The level of the log lines that say what an event says: INFO, or DEBUG where the events
+        #: themselves are printed on the terminal the log goes to (each would be said twice).
+        self.said_level = logging.INFO if log_events else logging.DEBUG
 
     def subscribe(self, handler: EventHandler) -> Callable[[], None]:
         """Add a handler; return a function that removes it again."""

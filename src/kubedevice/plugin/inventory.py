@@ -75,15 +75,21 @@ class Inventory:
     ) -> None:
         """Feed the inventory from the plugin's device source until cancelled.
 
-        A source that fails is restarted after `retry_interval`, doubling up to `max_backoff` while it keeps
-        failing. Its error is logged once per different error, then only as a count (after 10, 100, 1000...
-        failures), never once per retry. While it fails, the last known devices are reported unhealthy: the
-        plugin cannot vouch for them, and the kubelet must not hand them out.
+        A source that fails, or whose `watch_devices()` ends, is restarted after `retry_interval`, doubling
+        up to `max_backoff` while it keeps failing or ending: a source that yields one list and returns
+        is a mistake to report, not a loop to spin. The wait goes back to `retry_interval` once a run has
+        lasted `max_backoff`. An error is logged once per different error and an ending once, then only
+        as a count (after 10, 100, 1000... times), never once per retry. While it fails, the last known
+        devices are reported unhealthy: the plugin cannot vouch for them, and the kubelet must not hand
+        them out. An ended source's last list stands.
         """
-        failures = 0
+        loop = asyncio.get_running_loop()
+        cap = max(max_backoff, retry_interval)
+        failures = ended = 0
         last_error = ""
-        delay = retry_interval
+        delay = 0.0
         while True:
+            started = loop.time()
             try:
                 async for devices in plugin.watch_devices():
                     if failures:
@@ -92,34 +98,30 @@ class Inventory:
                             plugin.resource_name,
                             failures,
                         )
-                        failures, last_error, delay = 0, "", retry_interval
+                        failures, last_error = 0, ""
                     self._apply(devices)
-                log.warning("device source of %s ended; restarting it", plugin.resource_name)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 failures += 1
                 error = _describe(exc)
-                if error != last_error:
-                    log.error(
-                        "device source of %s failed: %s (retrying with backoff up to %gs; its devices are "
-                        "unhealthy meanwhile)",
-                        plugin.resource_name,
-                        error,
-                        max_backoff,
-                    )
-                    last_error = error
-                elif _is_power_of_ten(failures):
-                    log.error(
-                        "device source of %s still failing (%d times): %s",
-                        plugin.resource_name,
-                        failures,
-                        error,
-                    )
+                _log_failure(plugin.resource_name, error, failures, error != last_error, cap)
+                last_error = error
                 self._mark_unhealthy()
-                cap = max(max_backoff, retry_interval)
-                delay = retry_interval if failures == 1 else min(delay * 2, cap)
+            else:
+                # A run as long as the longest wait was a working source: an ending after it is news.
+                ended = 1 if loop.time() - started >= cap else ended + 1
+                if _is_power_of_ten(ended):
+                    log.warning(
+                        "device source of %s ended (%d time(s): its watch_devices() returned); restarting "
+                        "it with backoff up to %gs",
+                        plugin.resource_name,
+                        ended,
+                        cap,
+                    )
             self.ready.set()
+            fresh = delay == 0 or loop.time() - started >= cap
+            delay = retry_interval if fresh else min(delay * 2, cap)
             await asyncio.sleep(delay)
 
     def _mark_unhealthy(self) -> None:
@@ -132,6 +134,19 @@ class Inventory:
         except ValueError as exc:
             log.error("ignoring device list: %s", exc)
             self.ready.set()
+
+
+def _log_failure(resource: str, error: str, failures: int, new: bool, cap: float) -> None:
+    if new:
+        log.error(
+            "device source of %s failed: %s (retrying with backoff up to %gs; its devices are unhealthy "
+            "meanwhile)",
+            resource,
+            error,
+            cap,
+        )
+    elif _is_power_of_ten(failures):
+        log.error("device source of %s still failing (%d times): %s", resource, failures, error)
 
 
 def _is_power_of_ten(n: int) -> bool:

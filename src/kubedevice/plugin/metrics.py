@@ -13,6 +13,12 @@ from kubedevice.plugin.model import Device
 
 
 class PluginMetrics:
+    """The plugin server's Prometheus metrics, labelled with the resource name.
+
+    Devices by health, Allocate answers and Register calls by result, kubelet restarts noticed. The server
+    makes one unless given one (`metrics=`); with `metrics_port` it serves them over HTTP.
+    """
+
     def __init__(self, resource: str, registry: CollectorRegistry | None = None) -> None:
         self.resource = resource
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -43,17 +49,21 @@ class PluginMetrics:
         self._http: tuple[WSGIServer, threading.Thread] | None = None
 
     def observe_devices(self, devices: Sequence[Device]) -> None:
+        """Set the device gauges from a new device list (the server calls it on each change)."""
         healthy = sum(1 for d in devices if d.healthy)
         self.devices.labels(self.resource, "healthy").set(healthy)
         self.devices.labels(self.resource, "unhealthy").set(len(devices) - healthy)
 
     def count_allocation(self, result: str) -> None:
+        """Count one container's Allocate answer: result "ok", "invalid" or "error"."""
         self.allocations.labels(self.resource, result).inc()
 
     def count_registration(self, ok: bool) -> None:
+        """Count one Register call to the kubelet, accepted or not."""
         self.registrations.labels(self.resource, "ok" if ok else "failed").inc()
 
     def count_kubelet_restart(self) -> None:
+        """Count one kubelet restart the server noticed."""
         self.kubelet_restarts.labels(self.resource).inc()
 
     def value(self, name: str, **labels: str) -> float:
@@ -68,6 +78,7 @@ class PluginMetrics:
         return int(server.server_address[1])
 
     async def close(self) -> None:
+        """Stop the HTTP server if `serve_http` started one (the server calls it when it stops)."""
         if self._http is not None:
             server, thread = self._http
             self._http = None

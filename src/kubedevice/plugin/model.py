@@ -32,8 +32,11 @@ class Device:
     device plugin face ignores both. `api` says which face a device goes to under ``serve(api="both")``.
     """
 
+    #: The ID the kubelet knows the device by: unique within the plugin, no whitespace or commas.
     id: str
+    #: An unhealthy device stays in the node's capacity but not in allocatable: no new container gets it.
     healthy: bool = True
+    #: The NUMA nodes the device is attached to (its TopologyInfo); empty: no topology preference.
     numa_nodes: tuple[int, ...] = ()
     # Left out of the hash (a mapping has none), kept in equality: a changed attribute is a device change.
     attributes: Mapping[str, str | int | bool] = field(default_factory=dict, hash=False)
@@ -77,8 +80,11 @@ class Device:
 class Mount:
     """A host path bind-mounted into the container."""
 
+    #: Where the container sees it; absolute.
     container_path: str
+    #: The path on the node; absolute.
     host_path: str
+    #: Whether the container may only read it.
     read_only: bool = False
 
     def __post_init__(self) -> None:
@@ -90,8 +96,11 @@ class Mount:
 class DeviceSpec:
     """A device node made available in the container, with its cgroup permissions (any of r, w, m)."""
 
+    #: The device node's path inside the container; absolute.
     container_path: str
+    #: The device node on the node, e.g. /dev/widget0; absolute.
     host_path: str
+    #: The container's cgroup access: any of r (read), w (write), m (mknod).
     permissions: str = "rw"
 
     def __post_init__(self) -> None:
@@ -108,10 +117,15 @@ class DeviceSpec:
 class Allocation:
     """What one container receives for the devices it was given: the kubelet's run options for it."""
 
+    #: Environment variables set in the container.
     envs: Mapping[str, str] = field(default_factory=dict)
+    #: Host paths bind-mounted into the container.
     mounts: Sequence[Mount] = ()
+    #: Device nodes the container gets, with their cgroup permissions.
     devices: Sequence[DeviceSpec] = ()
+    #: Annotations handed to the container runtime with the container.
     annotations: Mapping[str, str] = field(default_factory=dict)
+    #: Fully qualified CDI device names (vendor/class=name) the runtime resolves from its spec folders.
     cdi_devices: Sequence[str] = ()
 
     def __post_init__(self) -> None:
@@ -128,7 +142,9 @@ class Allocation:
 class PluginOptions:
     """What the plugin tells the kubelet in DevicePluginOptions."""
 
+    #: The kubelet calls PreStartContainer before each start of a container using the devices.
     pre_start_required: bool = False
+    #: The kubelet calls GetPreferredAllocation before Allocate.
     get_preferred_allocation_available: bool = False
 
 

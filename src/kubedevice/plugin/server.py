@@ -22,12 +22,7 @@ from pathlib import Path
 
 import grpc
 
-from kubedevice.api.constants import (
-    DEVICE_PLUGIN_PATH,
-    DIAL_TIMEOUT_S,
-    PLUGINS_REGISTRY_PATH,
-    VERSION,
-)
+from kubedevice.api.constants import DEVICE_PLUGIN_PATH, DIAL_TIMEOUT_S, PLUGINS_REGISTRY_PATH, VERSION
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from kubedevice.plugin.base import DevicePlugin
@@ -53,7 +48,7 @@ DEFAULT_REGISTRY_DIR = PLUGINS_REGISTRY_PATH.rstrip("/")
 
 @dataclass(frozen=True)
 class Backoff:
-    """Delays between Register attempts: initial, doubling, capped."""
+    """Delays between Register attempts: `initial` seconds, times `factor` after each failure, up to `cap`."""
 
     initial: float = 0.1
     cap: float = 5.0
@@ -71,7 +66,9 @@ class PluginServer:
     """Serves one DevicePlugin and keeps it registered with the kubelet.
 
     Use as `async with PluginServer(plugin, dir) as server: ...` or `await server.run()` (until
-    `stop()` or, with `handle_signals`, SIGTERM/SIGINT; SIGHUP forces a re-registration).
+    `stop()` or, with `handle_signals`, SIGTERM/SIGINT; SIGHUP forces a re-registration). With
+    `log_events` False the log says lifecycle events at DEBUG only: for callers that print them where
+    the log goes (a terminal), so each is shown once.
     """
 
     def __init__(
@@ -90,6 +87,7 @@ class PluginServer:
         metrics_port: int | None = None,
         handle_signals: bool = False,
         on_event: EventHandler | None = None,
+        log_events: bool = True,
     ) -> None:
         self.plugin = plugin
         self.resource = check_resource_name(plugin.resource_name)
@@ -109,7 +107,7 @@ class PluginServer:
         self._register_timeout = register_timeout
         self._metrics_port = metrics_port
         self._handle_signals = handle_signals
-        self.events = EventBus(self.resource)
+        self.events = EventBus(self.resource, log_events=log_events)
         if on_event is not None:
             self.events.subscribe(on_event)
         self.metrics = metrics if metrics is not None else PluginMetrics(self.resource)
@@ -145,6 +143,7 @@ class PluginServer:
         return self.endpoints.socket_path
 
     async def start(self) -> None:
+        """Start following the device source and registering, and return at once (once only)."""
         if self._started:
             raise RuntimeError("PluginServer already started")
         self._started = True
@@ -183,6 +182,7 @@ class PluginServer:
             await self.stop()
 
     def request_stop(self) -> None:
+        """Make `run()` stop and return, as SIGTERM does; callable from any coroutine of the loop."""
         self._stop_requested.set()
 
     def request_reregistration(self) -> None:
@@ -238,7 +238,7 @@ class PluginServer:
         if self._said_waiting:
             return
         self._said_waiting = True
-        log.info("waiting for %s at %s", what, path)
+        log.log(self.events.said_level, "waiting for %s at %s", what, path)
         self.events.emit(EventKind.WAITING, path=path)
 
     async def _kubelet_lifecycle(self) -> None:
@@ -256,7 +256,7 @@ class PluginServer:
                 restart_noticed = True
                 self.metrics.count_kubelet_restart()
                 why = "own-socket-deleted" if not state.own_socket_present else "kubelet.sock-created"
-                log.info("kubelet restart detected for %s (%s)", self.resource, why)
+                log.log(self.events.said_level, "kubelet restart detected for %s (%s)", self.resource, why)
                 self.events.emit(EventKind.KUBELET_RESTART, reason=why)
             needed = registered_with is None or restart_noticed or self._force
             if needed and state.kubelet is not None:
@@ -313,7 +313,7 @@ class PluginServer:
         self.registrations += 1
         kind = EventKind.REGISTERED if self.registrations == 1 else EventKind.REREGISTERED
         endpoint = os.path.basename(socket_path)
-        log.info("%s %s with endpoint %s", kind, self.resource, endpoint)
+        log.log(self.events.said_level, "%s %s with endpoint %s", kind, self.resource, endpoint)
         self.events.emit(kind, endpoint=endpoint, count=str(self.registrations))
 
     def _registration_failed(self, exc: grpc.aio.AioRpcError, attempt: int) -> None:
@@ -322,7 +322,7 @@ class PluginServer:
         # A kubelet that is (re)starting refuses connections or closes the transport: expected, not an error.
         transient = exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
         log.log(
-            logging.INFO if transient else logging.ERROR,
+            self.events.said_level if transient else logging.ERROR,
             "Register of %s failed (attempt %d, %s): %s",
             self.resource,
             attempt,

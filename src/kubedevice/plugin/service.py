@@ -221,7 +221,7 @@ class WatcherRegistrationService(reg_grpc.RegistrationServicer):
     ) -> reg.RegistrationStatusResponse:
         self.statuses.append(request)
         if request.plugin_registered:
-            log.info("plugin watcher registered %s", self._resource)
+            log.log(self._events.said_level, "plugin watcher registered %s", self._resource)
         else:
             log.error("plugin watcher refused %s: %s", self._resource, request.error)
         self._events.emit(

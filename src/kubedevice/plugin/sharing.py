@@ -61,7 +61,9 @@ class SharedDevices(Sequence[Device]):
     each physical device ID to how many of its replicas the container got (at least 1).
     """
 
+    #: The physical devices, each once, in the order their first replica was requested.
     devices: tuple[Device, ...]
+    #: Physical device ID -> how many of its replicas the container got (at least 1).
     replicas: Mapping[str, int]
 
     def __post_init__(self) -> None:
@@ -76,6 +78,7 @@ class SharedDevices(Sequence[Device]):
 
     @classmethod
     def of(cls, counted: Iterable[tuple[Device, int]]) -> SharedDevices:
+        """Made from (physical device, replica count) pairs, in order."""
         pairs = list(counted)
         return cls(tuple(d for d, _ in pairs), {d.id: n for d, n in pairs})
 
@@ -100,7 +103,12 @@ class SharedDevices(Sequence[Device]):
 
 
 class SharedPlugin(DevicePlugin):
-    """Serves `plugin`'s devices as `replicas` replicas each; see the module docstring."""
+    """Serves `plugin`'s devices as `replicas` replicas each; see the module docstring.
+
+    Serve the wrapper instead of the plugin: `serve(SharedPlugin(MyGpus(), replicas=4))`. `resource_name`
+    (default: the plugin's) names the shared resource; `refuse_multiple` refuses a container asking for
+    more than one replica. A `replicas` below 1 or a plugin without a device source is a ConfigError.
+    """
 
     def __init__(
         self,

@@ -96,8 +96,8 @@ async def wait_for_directory(directory: str, poll_interval: float) -> None:
 
     if exists():
         return
-    # A missing directory can only be polled: the watch does that, until it exists.
-    watch = DirectoryWatch(directory, poll_state=exists, poll_interval=poll_interval)
+    # A missing directory can only be polled (inotify needs it to exist), until it exists.
+    watch = DirectoryWatch(directory, poll_state=exists, poll_interval=poll_interval, use_inotify=False)
     watch.start()
     try:
         while not exists():

@@ -58,10 +58,16 @@ class AdmitResult:
     message: str = ""
     #: The provider's own error when an allocation failed, for callers that show its text.
     error: Exception | None = field(default=None, compare=False)
+    #: A TopologyAffinityError's why: the providers' hints the policy found no admissible merge of, and
+    #: the container they were for ("" with the pod scope).
+    hints: tuple[ProviderHints, ...] = field(default=(), compare=False)
+    container: str = ""
 
 
-def _rejected_for_topology() -> AdmitResult:
-    return AdmitResult(False, ERR_TOPOLOGY_AFFINITY, ERR_TOPOLOGY_AFFINITY_MESSAGE)
+def _rejected_for_topology(hints: Sequence[ProviderHints], container: str = "") -> AdmitResult:
+    return AdmitResult(
+        False, ERR_TOPOLOGY_AFFINITY, ERR_TOPOLOGY_AFFINITY_MESSAGE, hints=tuple(hints), container=container
+    )
 
 
 def result_from_error(err: Exception) -> AdmitResult:
@@ -147,10 +153,11 @@ class Scope:
 
     async def _admit_containers(self, pod: PodLike) -> AdmitResult:
         for container in starting_order(pod):
-            best, ok = self.policy.merge([p.get_topology_hints(pod, container) for p in self.providers])
+            hints = [p.get_topology_hints(pod, container) for p in self.providers]
+            best, ok = self.policy.merge(hints)
             if not ok:
                 self.metrics.admission_errors.inc()
-                return _rejected_for_topology()
+                return _rejected_for_topology(hints, container.name)
             # Stored before allocating: the device manager reads it back while it picks devices.
             self.store.set_hint(pod.uid, container.name, best)
             if (failed := await self._allocate(pod, container)) is not None:
@@ -160,10 +167,11 @@ class Scope:
         return AdmitResult(True)
 
     async def _admit_pod(self, pod: PodLike) -> AdmitResult:
-        best, ok = self.policy.merge([p.get_pod_topology_hints(pod) for p in self.providers])
+        hints = [p.get_pod_topology_hints(pod) for p in self.providers]
+        best, ok = self.policy.merge(hints)
         if not ok:
             self.metrics.admission_errors.inc()
-            return _rejected_for_topology()
+            return _rejected_for_topology(hints)
         for container in starting_order(pod):
             self.store.set_hint(pod.uid, container.name, best)
             if (failed := await self._allocate(pod, container)) is not None:

@@ -128,7 +128,9 @@ def remove_spec(spec: CDISpec, spec_dir: Path = DEFAULT_SPEC_DIR) -> None:
 class SpecScan:
     """What the spec files of some folders define, and why each file a runtime would skip is skipped."""
 
+    #: Every fully qualified device name the valid specs define.
     defined: frozenset[str]
+    #: One line per spec file a runtime would skip, saying why.
     broken: tuple[str, ...]
 
 

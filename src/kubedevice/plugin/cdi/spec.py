@@ -31,11 +31,15 @@ HOOK_NAMES = ("prestart", "createRuntime", "createContainer", "startContainer", 
 class DeviceNode:
     """A device node the container gets: ``path`` inside it, ``host_path`` on the host when they differ."""
 
+    #: The device node's path inside the container; absolute.
     path: str
+    #: Its path on the host, when it differs from `path`; absolute (needs cdiVersion 0.5.0).
     host_path: str = ""
+    #: The container's cgroup access: letters of "rwm"; empty: the runtime's default ("rwm").
     permissions: str = ""
 
     def to_json(self) -> dict[str, Any]:
+        """The node as the spec file holds it (CDI's JSON field names, empty fields left out)."""
         out: dict[str, Any] = {"path": self.path}
         if self.host_path:
             out["hostPath"] = self.host_path
@@ -46,11 +50,17 @@ class DeviceNode:
 
 @dataclass(frozen=True)
 class Mount:
+    """A host path mounted into the container by the runtime."""
+
+    #: The path on the host; absolute.
     host_path: str
+    #: Where the container sees it; absolute.
     container_path: str
+    #: Mount options, e.g. ("ro", "nosuid", "bind").
     options: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
+        """The mount as the spec file holds it."""
         out: dict[str, Any] = {"hostPath": self.host_path, "containerPath": self.container_path}
         if self.options:
             out["options"] = list(self.options)
@@ -61,12 +71,17 @@ class Mount:
 class Hook:
     """An OCI hook the runtime runs at ``hook_name`` (one of HOOK_NAMES)."""
 
+    #: When it runs: prestart, createRuntime, createContainer, startContainer, poststart or poststop.
     hook_name: str
+    #: The program; absolute.
     path: str
+    #: Its full argument list, argv[0] included.
     args: tuple[str, ...] = ()
+    #: Its environment, as NAME=value entries.
     env: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
+        """The hook as the spec file holds it."""
         out: dict[str, Any] = {"hookName": self.hook_name, "path": self.path}
         if self.args:
             out["args"] = list(self.args)
@@ -77,15 +92,22 @@ class Hook:
 
 @dataclass(frozen=True)
 class ContainerEdits:
+    """What the runtime changes in a container that gets a device (or any device of the spec)."""
+
+    #: Device nodes the container gets.
     device_nodes: tuple[DeviceNode, ...] = ()
+    #: Environment variables, as NAME=value entries.
     env: tuple[str, ...] = ()
+    #: Host paths mounted into the container.
     mounts: tuple[Mount, ...] = ()
+    #: OCI hooks the runtime runs for the container.
     hooks: tuple[Hook, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.device_nodes or self.env or self.mounts or self.hooks)
 
     def to_json(self) -> dict[str, Any]:
+        """The edits as the spec file holds them (`containerEdits`)."""
         out: dict[str, Any] = {}
         if self.env:
             out["env"] = list(self.env)
@@ -102,7 +124,9 @@ class ContainerEdits:
 class CDIDevice:
     """One device of a spec: its name (the part after ``=``) and what a container using it gets."""
 
+    #: The device's name within its kind; an Allocate answer names it as `kind=name`.
     name: str
+    #: What a container using the device gets; must edit something.
     edits: ContainerEdits = field(default_factory=ContainerEdits)
 
 
@@ -114,9 +138,13 @@ class CDISpec:
     readable by the oldest runtime that can use it.
     """
 
+    #: vendor/class, e.g. "example.com/gpu"; the file is named after it.
     kind: str
+    #: The devices it defines: at least one, names unique.
     devices: tuple[CDIDevice, ...]
+    #: Edits every container using any device of the spec gets.
     edits: ContainerEdits = field(default_factory=ContainerEdits)
+    #: The spec's cdiVersion; empty: the oldest that holds what the spec uses.
     cdi_version: str = ""
 
     def __post_init__(self) -> None:
@@ -159,6 +187,7 @@ class CDISpec:
         return self.kind.replace("/", "-") + ".json"
 
     def to_json(self) -> dict[str, Any]:
+        """The spec file's whole document (what `write_spec` writes as JSON)."""
         out: dict[str, Any] = {
             "cdiVersion": self.cdi_version,
             "kind": self.kind,

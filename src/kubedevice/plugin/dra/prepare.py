@@ -166,7 +166,7 @@ class ClaimPreparer:
             raise CallFailed(f"{what}: write DRA state {self.state_file}: {exc.strerror or exc}") from exc
 
     def _emit(self, kind: EventKind, ref: ClaimRef) -> None:
-        log.info("%s of claim %s (%s)", kind, ref, ref.uid)
+        log.log(self.events.said_level, "%s of claim %s (%s)", kind, ref, ref.uid)
         self.events.emit(kind, claim=str(ref), uid=ref.uid)
 
 

@@ -70,6 +70,7 @@ class FacesServer:
         dra_options: dict[str, Any] | None = None,
         handle_signals: bool = False,
         on_event: EventHandler | None = None,
+        log_events: bool = True,
         **plugin_server_options: Any,
     ) -> None:
         self.api = check_names(plugin, api)
@@ -83,6 +84,7 @@ class FacesServer:
             self.device_plugin = PluginServer(
                 FacePlugin(plugin, self.split.faces["device-plugin"]),
                 on_event=on_event,
+                log_events=log_events,
                 **plugin_server_options,
             )
         if self.api in ("dra", "both"):
@@ -98,7 +100,7 @@ class FacesServer:
                     backend = _make_backend(paths, kubeconfig, node_name)
                 except DRABackendError as exc:
                     raise ConfigError(str(exc)) from None
-            events = EventBus(plugin.driver_name)
+            events = EventBus(plugin.driver_name, log_events=log_events)
             if on_event is not None:
                 events.subscribe(on_event)
             self.dra = DRAServer(

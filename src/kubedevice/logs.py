@@ -1,0 +1,35 @@
+"""How the long-running commands log (`node`, `plugin`): one format on stderr, at the `--log-level` chosen.
+
+The level is kubedevice's own. gRPC's Python modules log their internals at debug level (every event loop
+they bind, the I/O engine), and its C core logs by GRPC_VERBOSITY (errors only by default, read when grpc
+is imported); neither is what `--log-level debug` asks for. So the `grpc` loggers show warnings and errors
+only, unless GRPC_VERBOSITY is set (debug, info, error or none, as gRPC reads it): then they follow it too.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import MutableMapping
+
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+#: GRPC_VERBOSITY's values, as the level of the `grpc` Python loggers.
+GRPC_LEVELS = {
+    "DEBUG": logging.DEBUG,
+    "INFO": logging.INFO,
+    "ERROR": logging.ERROR,
+    "NONE": logging.CRITICAL + 1,
+}
+
+
+def configure_logging(level: int, environ: MutableMapping[str, str] = os.environ) -> None:
+    """Log to stderr at `level`; gRPC's Python loggers at warnings unless GRPC_VERBOSITY asks for more."""
+    logging.basicConfig(level=level, stream=sys.stderr, format=FORMAT)
+    asked = environ.get("GRPC_VERBOSITY", "").upper()
+    logging.getLogger("grpc").setLevel(GRPC_LEVELS.get(asked, max(level, logging.WARNING)))
+    # For a gRPC core that reads it later than its import (and any process started from here): errors.
+    environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    # asyncio says which selector it chose at debug level; its warnings (slow callbacks) still show.
+    logging.getLogger("asyncio").setLevel(max(level, logging.INFO))
