@@ -105,6 +105,7 @@ class FacesServer:
                 plugin, self.split.faces["dra"], backend, paths, events, **(dra_options or {})
             )
         self._split_task: asyncio.Task[None] | None = None
+        self._stopped = False
 
     async def start(self) -> None:
         # The DRA face first: an unreadable state file refuses the start before anything is served.
@@ -140,6 +141,10 @@ class FacesServer:
         self._stop_requested.set()
 
     async def stop(self) -> None:
+        """Stop every face and the device source. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
         if self._handle_signals:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):

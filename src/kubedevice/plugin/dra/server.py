@@ -143,6 +143,7 @@ class DRAServer:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
+        self.health.close()
         await self.watcher.stop()
         for server, path in (
             (self._reg_server, self.paths.registration_socket),
