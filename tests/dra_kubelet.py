@@ -52,6 +52,17 @@ class MemoryBackend:
     async def publish(self, devices: Sequence[SliceDevice]) -> None:
         self.published.append(list(devices))
 
+    async def allocated_devices(self) -> set[str]:
+        """The optional AllocationSource: device names this driver's allocations name."""
+        return {
+            r["device"]
+            for claim in self.claims.values()
+            for r in ((claim.get("status") or {}).get("allocation") or {})
+            .get("devices", {})
+            .get("results", [])
+            if r["driver"] == DRIVER
+        }
+
     def add(self, claim: dict[str, Any]) -> None:
         meta = claim["metadata"]
         self.claims[(meta["namespace"], meta["name"])] = claim

@@ -16,6 +16,7 @@ import yaml
 
 from kubedevice.node.http import Response, StatusServer
 from tests.dra_kubelet import DRIVER, make_claim, prepare, register, unprepare
+from tests.plugin_kubelet import FakeKubelet
 from tests.plugin_process import KUBEDEVICE, PluginProcess, fields
 from tests.waiting import poll_async, short_tempdir
 
@@ -172,5 +173,27 @@ async def test_the_readmes_dra_command_runs_as_written(root: Path) -> None:
             ("gpu-0", {"string": "x1"}),
             ("gpu-1", {"string": "x1"}),
         ]
+        code, _, stderr = await plugin.terminate(signal.SIGTERM)
+        assert code == 0, stderr
+
+
+async def test_fake_both_faces_split_the_devices(root: Path, daemon: StatusServer) -> None:
+    """--api both: the first half on the device plugin API (kubelet.sock), the rest on DRA."""
+    device_plugins = root / "device-plugins"
+    device_plugins.mkdir()
+    async with (
+        FakeKubelet(str(device_plugins)) as kubelet,
+        PluginProcess(
+            "fake", "--resource", "example.com/gpu", "--driver", DRIVER, "--api", "both", "--devices", "4",
+            "--kubelet-dir", str(root), "--plugin-dir", str(device_plugins),
+            "--cdi-spec-dir", str(root / "cdi"),
+        ) as plugin,
+    ):  # fmt: skip
+        registration = await kubelet.wait_registrations(1)
+        await kubelet.wait_for(lambda: bool(registration.lists), "device list")
+        assert sorted(registration.health()) == ["gpu-0", "gpu-1"]
+        await register(root / "plugins_registry" / f"{DRIVER}-reg.sock")
+        devices = await poll_async(lambda: slice_devices(root), "the slice file")
+        assert [d["name"] for d in devices] == ["gpu-2", "gpu-3"]
         code, _, stderr = await plugin.terminate(signal.SIGTERM)
         assert code == 0, stderr

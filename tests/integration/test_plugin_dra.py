@@ -298,3 +298,27 @@ async def test_rolling_update_instances_share_state_and_lock(kubelet_dir: Path) 
         assert not spec_file(kubelet_dir, "u1").exists()
         assert (kubelet_dir / "plugins" / DRIVER / "serialize.lock").exists()
     assert sorted(p.name for p in (kubelet_dir / "plugins_registry").iterdir()) == []
+
+
+class QuietGpus(Gpus):
+    dra_health = False
+
+
+async def test_without_dra_health_no_health_service_is_advertised_or_served(kubelet_dir: Path) -> None:
+    async with running(QuietGpus(), kubelet_dir, MemoryBackend()):
+        paths = paths_of(kubelet_dir)
+        info = await get_info(paths.registration_socket)
+        assert list(info.supported_versions) == ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
+        stream = health_messages(paths.dra_socket, health_v1, health_v1_grpc)
+        with pytest.raises(grpc.aio.AioRpcError) as missing:
+            await anext(stream)
+        assert missing.value.code() is grpc.StatusCode.UNIMPLEMENTED
+
+
+async def test_health_streams_end_cleanly_when_the_plugin_stops(kubelet_dir: Path) -> None:
+    async with running(Gpus(), kubelet_dir, MemoryBackend()) as server:
+        stream = health_messages(paths_of(kubelet_dir).dra_socket, health_v1, health_v1_grpc)
+        assert await anext(stream) == {"gpu-0": "HEALTHY", "gpu-1": "HEALTHY"}
+        await server.stop()
+        with pytest.raises(StopAsyncIteration):  # the stream ends with OK, not a cancelled call
+            await anext(stream)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 from pathlib import Path
 
@@ -63,3 +64,11 @@ def test_device_attributes_capacity_and_face() -> None:
         Device("gpu-0", capacity={"memory": 16})  # type: ignore[dict-item]
     with pytest.raises(ValueError, match='api must be "device-plugin" or "dra"'):
         Device("gpu-0", api="both")  # type: ignore[arg-type]
+
+
+def test_device_keeps_its_own_copy_and_copies_deeply() -> None:
+    attributes: dict[str, str | int | bool] = {"model": "x1"}
+    device = Device("gpu-0", attributes=attributes)
+    attributes["model"] = "x2"
+    assert device.attributes == {"model": "x1"}
+    assert copy.deepcopy(device) == device

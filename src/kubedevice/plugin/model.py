@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Literal
 
 from kubedevice.cdi_names import parse_qualified_name
@@ -71,9 +70,9 @@ class Device:
                 )
         if self.api is not None and self.api not in FACES:
             raise ValueError(f'device {self.id!r}: api must be "device-plugin" or "dra", got {self.api!r}')
-        # Read-only copies: a device is a value, and the author's dicts may change after it is made.
-        object.__setattr__(self, "attributes", MappingProxyType(dict(self.attributes)))
-        object.__setattr__(self, "capacity", MappingProxyType(dict(self.capacity)))
+        # Own copies: a device is a value, and the author's dicts may change after it is made.
+        object.__setattr__(self, "attributes", dict(self.attributes))
+        object.__setattr__(self, "capacity", dict(self.capacity))
 
 
 @dataclass(frozen=True)

@@ -5,15 +5,18 @@ kept in an `Inventory` per face. Under ``api="both"`` a device goes to the face 
 and never to both: the device plugin API says nothing when an allocation ends, so a device offered on
 both could be handed out twice. A device without `Device.api` is left out of both faces.
 
-A device whose `Device.api` changes while the plugin runs stays on the face it was first seen on, with
-one WARNING: moving it safely needs proof that nothing holds it on its old face.
+A device whose `Device.api` changes while the plugin runs moves only once nothing holds it on its old
+face (`held` says which of some devices are held there; an answer it cannot give counts as held). Until
+then it stays, with one WARNING; the move is tried again at every device change and every
+`move_retry_s` seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Literal
 
 from kubedevice.plugin.base import DevicePlugin
@@ -25,21 +28,37 @@ log = logging.getLogger(__name__)
 
 Api = Literal["device-plugin", "dra", "both"]
 APIS: tuple[Api, ...] = ("device-plugin", "dra", "both")
+#: Which of these device IDs something holds on this face.
+HeldCheck = Callable[[Face, frozenset[str]], Awaitable[frozenset[str]]]
+#: How often a device that waits to change faces is looked at again, at the latest.
+MOVE_RETRY_S = 10.0
 
 
 class FaceSplit:
     """The plugin's devices, split by face; `run()` follows the source until cancelled."""
 
-    def __init__(self, plugin: DevicePlugin, api: Api) -> None:
+    def __init__(
+        self,
+        plugin: DevicePlugin,
+        api: Api,
+        held: HeldCheck | None = None,
+        move_retry_s: float = MOVE_RETRY_S,
+    ) -> None:
         self.plugin = plugin
         self.api = api
         self.source = Inventory(on_change=self._split)
         self.faces: dict[Face, Inventory] = {"device-plugin": Inventory(), "dra": Inventory()}
-        self._first_face: dict[str, Face] = {}
+        self.held = held
+        self._move_retry_s = move_retry_s
+        #: The face each device is on now, and the face it wants while it waits to move.
+        self._assigned: dict[str, Face] = {}
+        self._waiting: dict[str, Face] = {}
+        self._look_again = asyncio.Event()
         self._warned: set[tuple[str, str]] = set()
 
     async def run(self) -> None:
         follow = asyncio.ensure_future(self.source.follow(self.plugin, self.plugin.poll_interval))
+        moves = asyncio.ensure_future(self._move_when_free())
         try:
             await self.source.ready.wait()
             # The first list may equal the empty start, which is no change: split it anyway, so the
@@ -48,30 +67,40 @@ class FaceSplit:
             await follow
         finally:
             follow.cancel()
+            moves.cancel()
 
     def face_of(self, device: Device) -> Face | None:
         if self.api != "both":
             return self.api
         wanted = device.api
         if wanted is None:
-            if (device.id, "") not in self._warned:
-                self._warned.add((device.id, ""))
-                log.warning(
-                    'device %s: api="both" needs Device.api ("device-plugin" or "dra"); '
-                    "it is left out of both faces",
-                    device.id,
-                )
-            return None
-        first = self._first_face.setdefault(device.id, wanted)
-        if first != wanted and (device.id, wanted) not in self._warned:
-            self._warned.add((device.id, wanted))
-            log.warning(
-                "device %s: stays on the %s face until nothing holds it there (wanted: %s)",
+            self._warn_once(
                 device.id,
-                first,
-                wanted,
+                "",
+                'device %s: api="both" needs Device.api ("device-plugin" or "dra"); '
+                "it is left out of both faces",
+                device.id,
             )
-        return first
+            return None
+        current = self._assigned.setdefault(device.id, wanted)
+        if current == wanted:
+            self._waiting.pop(device.id, None)
+            return current
+        self._waiting[device.id] = wanted
+        self._warn_once(
+            device.id,
+            wanted,
+            "device %s: stays on the %s face until nothing holds it there (wanted: %s)",
+            device.id,
+            current,
+            wanted,
+        )
+        return current
+
+    def _warn_once(self, device: str, wanted: str, message: str, *args: object) -> None:
+        if (device, wanted) not in self._warned:
+            self._warned.add((device, wanted))
+            log.warning(message, *args)
 
     def _split(self, devices: tuple[Device, ...]) -> None:
         split: dict[Face, list[Device]] = {"device-plugin": [], "dra": []}
@@ -81,6 +110,36 @@ class FaceSplit:
                 split[face].append(device)
         for face, inventory in self.faces.items():
             inventory.update(split[face])
+        if self._waiting:
+            self._look_again.set()
+
+    async def _move_when_free(self) -> None:
+        while True:
+            timeout = self._move_retry_s if self._waiting else None
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._look_again.wait()
+            self._look_again.clear()
+            if self._waiting and await self._move_free_devices():
+                self._split(self.source.devices)
+
+    async def _move_free_devices(self) -> bool:
+        """Move every waiting device nothing holds on its face; whether any moved."""
+        by_face: dict[Face, set[str]] = {}
+        for device_id in self._waiting:
+            by_face.setdefault(self._assigned[device_id], set()).add(device_id)
+        moved = False
+        for face, ids in by_face.items():
+            held = frozenset(ids) if self.held is None else await self.held(face, frozenset(ids))
+            for device_id in sorted(ids - held):
+                wanted = self._waiting.pop(device_id, None)
+                if wanted is None:
+                    continue
+                self._assigned[device_id] = wanted
+                self._warned.discard((device_id, wanted))
+                log.info("device %s moves from the %s face to the %s face", device_id, face, wanted)
+                moved = True
+        return moved
 
 
 class FacePlugin(DevicePlugin):

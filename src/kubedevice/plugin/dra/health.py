@@ -9,7 +9,6 @@ Unknown, never does so for a quiet plugin.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -47,7 +46,16 @@ class HealthFeed:
     def __init__(self) -> None:
         self._snapshot = HealthSnapshot(0, (), ())
         self._changed = asyncio.Event()
+        self._closing = asyncio.Event()
         self.ready = asyncio.Event()
+
+    @property
+    def closed(self) -> bool:
+        return self._closing.is_set()
+
+    def close(self) -> None:
+        """End every stream, so the gRPC server can stop without waiting out its grace period."""
+        self._closing.set()
 
     @property
     def snapshot(self) -> HealthSnapshot:
@@ -65,9 +73,14 @@ class HealthFeed:
         woken.set()
 
     async def wait_change(self, within: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(within):
-                await self._changed.wait()
+        """Return at the next change, when closed, or after `within` seconds, whichever comes first."""
+        changed = asyncio.ensure_future(self._changed.wait())
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            await asyncio.wait({changed, closing}, timeout=within, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            changed.cancel()
+            closing.cancel()
 
 
 class _HealthStream:
@@ -82,7 +95,7 @@ class _HealthStream:
     async def stream(self) -> AsyncIterator[Any]:
         await self._feed.ready.wait()
         sent_version = -1
-        while True:
+        while not self._feed.closed:
             snapshot = self._feed.snapshot
             yield self._message(snapshot, with_gone=snapshot.version != sent_version)
             sent_version = snapshot.version

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from kubedevice.plugin.cdi import spec_from_json, write_spec
 from kubedevice.plugin.dra.backend_api import ClaimFetchError, DRABackend
 from kubedevice.plugin.dra.cdi_claims import claim_spec_file_name, prepare_with_allocate
 from kubedevice.plugin.dra.model import Claim, ClaimRef, PreparedDevice, claim_from_json
-from kubedevice.plugin.dra.state import ClaimState, PreparedClaim, load_state, save_state
+from kubedevice.plugin.dra.state import CallLock, ClaimState, PreparedClaim, load_state, save_state
 from kubedevice.plugin.events import EventBus, EventKind
 from kubedevice.plugin.model import Device
 
@@ -48,14 +48,13 @@ class ClaimPreparer:
     backend: DRABackend
     state_file: Path
     cdi_spec_dir: Path
-    #: The DRA face's devices by published name, and by ID.
+    #: The DRA face's devices by ID, and published device names to IDs.
     devices: Callable[[], Mapping[str, Device]]
     names: Callable[[], Mapping[str, str]]
     boot_id: Callable[[], str]
-    lock: Any
+    lock: CallLock
     events: EventBus
     custom_prepare: bool = False
-    hook_calls: int = field(default=0, init=False)
 
     async def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, PrepareAnswer]:
         claims = await self._fetch(refs)
@@ -133,10 +132,14 @@ class ClaimPreparer:
         return claims
 
     async def _run_hook(self, claim: Claim, boot: str) -> PreparedClaim:
-        self.hook_calls += 1
         specs: dict[str, dict[str, Any]] = {}
         if self.custom_prepare:
-            prepared = list(await self.plugin.prepare(claim))
+            answer = await self.plugin.prepare(claim)
+            if isinstance(answer, (str, bytes)) or not isinstance(answer, Sequence):
+                raise TypeError(
+                    f"prepare() must return a sequence of PreparedDevice, got {type(answer).__name__}"
+                )
+            prepared = list(answer)
         else:
             result = await prepare_with_allocate(self.plugin, self.driver, claim, self.devices())
             prepared = result.devices

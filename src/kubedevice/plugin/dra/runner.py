@@ -13,14 +13,16 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from kubedevice.inventory.reader import PodResourcesError, PodResourcesReader
 from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.dra.backend import DRABackendError, make_backend
 from kubedevice.plugin.dra.backend_api import DRABackend
-from kubedevice.plugin.dra.faces import APIS, Api, FacePlugin, FaceSplit
+from kubedevice.plugin.dra.faces import APIS, MOVE_RETRY_S, Api, FacePlugin, FaceSplit
 from kubedevice.plugin.dra.paths import DRAPaths, check_driver_name, resolve_kubelet_dir
 from kubedevice.plugin.dra.server import DRAServer
 from kubedevice.plugin.errors import ConfigError
 from kubedevice.plugin.events import EventBus, EventHandler, EventKind
+from kubedevice.plugin.model import Face
 from kubedevice.plugin.naming import check_resource_name
 from kubedevice.plugin.server import PluginServer
 
@@ -71,11 +73,13 @@ class FacesServer:
         handle_signals: bool = False,
         on_event: EventHandler | None = None,
         log_events: bool = True,
+        face_move_retry_s: float = MOVE_RETRY_S,
         **plugin_server_options: Any,
     ) -> None:
         self.api = check_names(plugin, api)
         self.plugin = plugin
-        self.split = FaceSplit(plugin, self.api)
+        self.kubelet_dir = resolve_kubelet_dir(kubelet_dir)
+        self.split = FaceSplit(plugin, self.api, self._held, face_move_retry_s)
         self._handle_signals = handle_signals
         self._stop_requested = asyncio.Event()
         self.device_plugin: PluginServer | None = None
@@ -89,7 +93,7 @@ class FacesServer:
             )
         if self.api in ("dra", "both"):
             paths = DRAPaths(
-                resolve_kubelet_dir(kubelet_dir),
+                self.kubelet_dir,
                 check_driver_name(plugin.driver_name),
                 rolling_update_uid,
                 registration_socket_file,
@@ -107,6 +111,20 @@ class FacesServer:
                 plugin, self.split.faces["dra"], backend, paths, events, **(dra_options or {})
             )
         self._split_task: asyncio.Task[None] | None = None
+        self._stopped = False
+
+    async def _held(self, face: Face, ids: frozenset[str]) -> frozenset[str]:
+        """Which of these devices something holds on `face`: a container PodResources lists with it on
+        the device plugin face, a prepared claim or an allocation on DRA. Unknown counts as held."""
+        if face == "dra":
+            return await self.dra.held(ids) if self.dra is not None else ids
+        socket = self.kubelet_dir / "pod-resources" / "kubelet.sock"
+        try:
+            view = await PodResourcesReader(str(socket)).read()
+        except PodResourcesError as exc:
+            log.info("cannot tell which devices containers hold (%s): they stay where they are", exc)
+            return ids
+        return ids & frozenset(view.held_ids().get(self.plugin.resource_name, set()))
 
     async def start(self) -> None:
         # The DRA face first: an unreadable state file refuses the start before anything is served.
@@ -142,6 +160,10 @@ class FacesServer:
         self._stop_requested.set()
 
     async def stop(self) -> None:
+        """Stop every face and the device source. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
         if self._handle_signals:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):

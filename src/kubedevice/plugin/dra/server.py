@@ -35,12 +35,12 @@ from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.cdi.files import DEFAULT_SPEC_DIR
 from kubedevice.plugin.cdi.owner import SpecFile
 from kubedevice.plugin.dra.backend.slices import device_name as slice_device_name
-from kubedevice.plugin.dra.backend_api import DRABackend, SliceDevice
+from kubedevice.plugin.dra.backend_api import AllocationSource, DRABackend, SliceDevice
 from kubedevice.plugin.dra.health import RESEND_INTERVAL_S, HealthFeed, HealthV1, HealthV1alpha1
 from kubedevice.plugin.dra.paths import DRAPaths, check_driver_name
 from kubedevice.plugin.dra.prepare import ClaimPreparer
 from kubedevice.plugin.dra.services import DRAPluginV1, DRAPluginV1beta1, DRARegistrationService
-from kubedevice.plugin.dra.state import CallLock, load_state, read_boot_id
+from kubedevice.plugin.dra.state import CallLock, StateFileError, load_state, read_boot_id
 from kubedevice.plugin.errors import ConfigError
 from kubedevice.plugin.events import EventBus, EventKind
 from kubedevice.plugin.inventory import Inventory
@@ -143,6 +143,7 @@ class DRAServer:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
+        self.health.close()
         await self.watcher.stop()
         for server, path in (
             (self._reg_server, self.paths.registration_socket),
@@ -157,6 +158,25 @@ class DRAServer:
         if self._backend_started:
             self._backend_started = False
             await self.backend.stop()
+
+    async def held(self, ids: frozenset[str]) -> frozenset[str]:
+        """Which of these devices a prepared claim or an allocation holds; all when that is unknown."""
+        try:
+            state = await asyncio.to_thread(load_state, self.paths.state_file)
+        except StateFileError as exc:
+            log.warning("cannot tell which devices claims hold: %s", exc)
+            return ids
+        names = {str(d["device_name"]) for entry in state.claims.values() for d in entry.devices}
+        if not isinstance(self.backend, AllocationSource):
+            return ids
+        try:
+            names |= await self.backend.allocated_devices()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("cannot tell which devices claims hold: %s", exc)
+            return ids
+        return frozenset(i for i in ids if slice_device_name(i) in names)
 
     # ---- devices, publication, health ----------------------------------------------------------
 
