@@ -188,14 +188,15 @@ async def test_the_readmes_dra_command_runs_as_written(root: Path) -> None:
 
 
 async def test_fake_both_faces_split_the_devices(root: Path, daemon: StatusServer) -> None:
-    """--api both: the first half on the device plugin API (kubelet.sock), the rest on DRA."""
+    """--api both: the first half on the device plugin API (kubelet.sock), the rest on DRA; both faces'
+    folders come from --kubelet-dir."""
     device_plugins = root / "device-plugins"
     device_plugins.mkdir()
     async with (
         FakeKubelet(str(device_plugins)) as kubelet,
         PluginProcess(
             "fake", "--resource", "example.com/gpu", "--driver", DRIVER, "--api", "both", "--devices", "4",
-            "--kubelet-dir", str(root), "--plugin-dir", str(device_plugins),
+            "--kubelet-dir", str(root),
             "--cdi-spec-dir", str(root / "cdi"),
         ) as plugin,
     ):  # fmt: skip
