@@ -14,8 +14,18 @@ from typing import Any
 import pytest
 import yaml
 
+from kubedevice.api.drahealth.v1 import api_pb2 as health_v1
+from kubedevice.api.drahealth.v1 import api_pb2_grpc as health_v1_grpc
 from kubedevice.node.http import Response, StatusServer
-from tests.dra_kubelet import DRIVER, make_claim, prepare, register, unprepare
+from tests.dra_kubelet import (
+    DRIVER,
+    health_messages,
+    make_claim,
+    next_matching,
+    prepare,
+    register,
+    unprepare,
+)
 from tests.plugin_kubelet import FakeKubelet
 from tests.plugin_process import KUBEDEVICE, PluginProcess, fields
 from tests.waiting import poll_async, short_tempdir
@@ -178,22 +188,48 @@ async def test_the_readmes_dra_command_runs_as_written(root: Path) -> None:
 
 
 async def test_fake_both_faces_split_the_devices(root: Path, daemon: StatusServer) -> None:
-    """--api both: the first half on the device plugin API (kubelet.sock), the rest on DRA."""
+    """--api both: the first half on the device plugin API (kubelet.sock), the rest on DRA; both faces'
+    folders come from --kubelet-dir."""
     device_plugins = root / "device-plugins"
     device_plugins.mkdir()
     async with (
         FakeKubelet(str(device_plugins)) as kubelet,
         PluginProcess(
             "fake", "--resource", "example.com/gpu", "--driver", DRIVER, "--api", "both", "--devices", "4",
-            "--kubelet-dir", str(root), "--plugin-dir", str(device_plugins),
+            "--kubelet-dir", str(root),
             "--cdi-spec-dir", str(root / "cdi"),
         ) as plugin,
     ):  # fmt: skip
         registration = await kubelet.wait_registrations(1)
         await kubelet.wait_for(lambda: bool(registration.lists), "device list")
         assert sorted(registration.health()) == ["gpu-0", "gpu-1"]
-        await register(root / "plugins_registry" / f"{DRIVER}-reg.sock")
+        registration_socket = root / "plugins_registry" / f"{DRIVER}-reg.sock"
+        await poll_async(registration_socket.exists, "the registration socket")
+        await register(registration_socket)
         devices = await poll_async(lambda: slice_devices(root), "the slice file")
         assert [d["name"] for d in devices] == ["gpu-2", "gpu-3"]
+        code, _, stderr = await plugin.terminate(signal.SIGTERM)
+        assert code == 0, stderr
+
+
+async def test_fake_dra_health_file_flips_the_stream_and_the_slice(root: Path, daemon: StatusServer) -> None:
+    """Scenario 30, the plugin's part, as a process: gpu-1 turns unhealthy through --health-file."""
+    health = root / "health.json"
+    dra = root / "plugins" / DRIVER / "dra.sock"
+    async with PluginProcess(
+        "fake", "--driver", DRIVER, "--devices", "2", "--health-file", str(health), "--poll-interval", "0.05",
+        "--kubelet-dir", str(root), "--cdi-spec-dir", str(root / "cdi"),
+    ) as plugin:  # fmt: skip
+        registration = root / "plugins_registry" / f"{DRIVER}-reg.sock"
+        await poll_async(registration.exists, "the registration socket")
+        await register(registration)
+        stream = health_messages(dra, health_v1, health_v1_grpc)
+        await next_matching(stream, {"gpu-0": "HEALTHY", "gpu-1": "HEALTHY"})
+        health.write_text('["gpu-1"]')
+        await next_matching(stream, {"gpu-0": "HEALTHY", "gpu-1": "UNHEALTHY"})
+        await poll_async(
+            lambda: [d["name"] for d in slice_devices(root) or []] == ["gpu-0"], "gpu-1 unpublished"
+        )
+        await stream.aclose()
         code, _, stderr = await plugin.terminate(signal.SIGTERM)
         assert code == 0, stderr

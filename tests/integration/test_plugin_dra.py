@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import grpc
@@ -12,7 +13,7 @@ from kubedevice.api.drahealth.v1 import api_pb2 as health_v1
 from kubedevice.api.drahealth.v1 import api_pb2_grpc as health_v1_grpc
 from kubedevice.api.drahealth.v1alpha1 import api_pb2 as health_v1alpha1
 from kubedevice.api.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
-from kubedevice.plugin import Device
+from kubedevice.plugin import Allocation, Device, DeviceSpec, Mount
 from kubedevice.plugin.dra.state import StateFileError
 from kubedevice.plugin.events import EventKind, LifecycleEvent
 from tests.dra_kubelet import (
@@ -322,3 +323,44 @@ async def test_health_streams_end_cleanly_when_the_plugin_stops(kubelet_dir: Pat
         await server.stop()
         with pytest.raises(StopAsyncIteration):  # the stream ends with OK, not a cancelled call
             await anext(stream)
+
+
+class MountingGpus(Gpus):
+    async def allocate(self, devices: Sequence[Device]) -> Allocation:
+        self.allocations.append([d.id for d in devices])
+        return Allocation(
+            envs={"GPUS": ",".join(d.id for d in devices)},
+            mounts=[
+                Mount(container_path="/opt/gpu/lib", host_path="/usr/lib/gpu", read_only=True),
+                Mount("/scratch", "/scratch"),
+            ],
+            devices=[DeviceSpec(f"/dev/{d.id}", f"/dev/{d.id}", "rw") for d in devices],
+            annotations={"gpu.example.com/mode": "fast"},
+        )
+
+
+async def test_default_prepare_writes_one_cdi_device_per_request(
+    kubelet_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    backend, plugin = MemoryBackend(), MountingGpus()
+    backend.add(make_claim("two", "u7", [("a", "gpu-0"), ("b/fast", "gpu-1")]))
+    async with running(plugin, kubelet_dir, backend):
+        answer = await prepare(paths_of(kubelet_dir).dra_socket, [("u7", "two")])
+    assert [(d["request_names"], d["cdi_device_ids"]) for d in answer["u7"]["devices"]] == [
+        (["a"], ["gpu.example.com/claim=u7-a"]),
+        (["b"], ["gpu.example.com/claim=u7-b"]),
+    ]
+    assert plugin.allocations == [["gpu-0"], ["gpu-1"]]
+    spec = json.loads(spec_file(kubelet_dir, "u7").read_text())
+    assert spec["devices"][1] == {
+        "name": "u7-b",
+        "containerEdits": {
+            "env": ["GPUS=gpu-1"],
+            "deviceNodes": [{"path": "/dev/gpu-1", "hostPath": "/dev/gpu-1", "permissions": "rw"}],
+            "mounts": [
+                {"hostPath": "/usr/lib/gpu", "containerPath": "/opt/gpu/lib", "options": ["bind", "ro"]},
+                {"hostPath": "/scratch", "containerPath": "/scratch", "options": ["bind"]},
+            ],
+        },
+    }
+    assert "annotations gpu.example.com/mode dropped (DRA passes CDI devices only)" in caplog.text

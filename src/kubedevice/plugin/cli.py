@@ -24,7 +24,7 @@ from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.builtin.fake import FakeConfig, FakePlugin, NumaLayout, parse_attribute, parse_capacity
 from kubedevice.plugin.builtin.paths import PathsPlugin
 from kubedevice.plugin.cdi import DEFAULT_SPEC_DIR
-from kubedevice.plugin.dra.paths import KUBELET_DIR_ENV
+from kubedevice.plugin.dra.paths import KUBELET_DIR_ENV, resolve_kubelet_dir
 from kubedevice.plugin.dra.runner import FacesServer
 from kubedevice.plugin.entry import events_share_the_log, print_event
 from kubedevice.plugin.errors import ConfigError
@@ -69,19 +69,26 @@ class _DRA:
 
 
 def _common(
-    plugin_dir: str,
+    plugin_dir: str | None,
     plugin_watcher: bool,
     registry_dir: str,
     metrics_port: int | None,
     inotify: bool,
     log_level: str,
+    kubelet_dir: str | None = None,
 ) -> _Common:
     parse_log_level(log_level)
-    return _Common(plugin_dir, plugin_watcher, registry_dir, metrics_port, inotify, log_level.upper())
+    # The kubelet's layout: its device plugin folder sits in the kubelet folder, unless named apart.
+    directory = plugin_dir or str(resolve_kubelet_dir(kubelet_dir) / "device-plugins")
+    return _Common(directory, plugin_watcher, registry_dir, metrics_port, inotify, log_level.upper())
 
 
 PLUGIN_DIR = typer.Option(
-    DEFAULT_PLUGIN_DIR, "--plugin-dir", envvar=PLUGIN_DIR_ENV, help="The kubelet's device plugin directory."
+    None,
+    "--plugin-dir",
+    envvar=PLUGIN_DIR_ENV,
+    help="The kubelet's device plugin directory.  [default: <kubelet dir>/device-plugins, "
+    f"{DEFAULT_PLUGIN_DIR}]",
 )
 PLUGIN_WATCHER = typer.Option(
     False, "--plugin-watcher", help="Register through the kubelet's plugin watcher instead of kubelet.sock."
@@ -152,7 +159,7 @@ def fake(
         False, "--refuse-multiple", help="With --replicas: refuse a container asking for more than 1 replica."
     ),
     poll_interval: float = POLL_INTERVAL,
-    plugin_dir: str = PLUGIN_DIR,
+    plugin_dir: str | None = PLUGIN_DIR,
     plugin_watcher: bool = PLUGIN_WATCHER,
     registry_dir: str = REGISTRY_DIR,
     metrics_port: int | None = METRICS_PORT,
@@ -160,7 +167,7 @@ def fake(
     log_level: str = LOG_LEVEL,
 ) -> None:
     """Fake devices: for tests, demos and conformance runs."""
-    common = _common(plugin_dir, plugin_watcher, registry_dir, metrics_port, inotify, log_level)
+    common = _common(plugin_dir, plugin_watcher, registry_dir, metrics_port, inotify, log_level, kubelet_dir)
     if not resource and not driver:
         _usage_error("give --resource (the device plugin API), --driver (DRA) or both")
     chosen_api = api or ("device-plugin" if resource else "dra")
@@ -220,7 +227,7 @@ def paths(
     count: int = typer.Option(1, "--count", min=1, help="How many containers may share one file."),
     mount: bool = typer.Option(False, "--mount", help="Bind-mount the files instead of device nodes."),
     poll_interval: float = POLL_INTERVAL,
-    plugin_dir: str = PLUGIN_DIR,
+    plugin_dir: str | None = PLUGIN_DIR,
     plugin_watcher: bool = PLUGIN_WATCHER,
     registry_dir: str = REGISTRY_DIR,
     metrics_port: int | None = METRICS_PORT,

@@ -12,10 +12,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from kubedevice.plugin.base import DevicePlugin
-from kubedevice.plugin.cdi import CDIDevice, CDISpec, ContainerEdits, DeviceNode, Mount, write_spec
+from kubedevice.plugin.cdi import CDIDevice, CDISpec, ContainerEdits, DeviceNode, Mount
 from kubedevice.plugin.dra.model import Claim, PreparedDevice
 from kubedevice.plugin.model import Allocation, Device
 
@@ -90,7 +89,3 @@ def _edits(allocation: Allocation) -> ContainerEdits:
             DeviceNode(d.container_path, d.host_path, d.permissions) for d in allocation.devices
         ),
     )
-
-
-def write_claim_spec(spec: CDISpec, spec_dir: Path, driver: str, claim_uid: str) -> Path:
-    return write_spec(spec, spec_dir, file_name=claim_spec_file_name(driver, claim_uid))
