@@ -226,7 +226,7 @@ async def test_kubelet_restart_and_sighup_reregister_the_process(plugin_dir: str
     [
         (["fake", "--resource", "example.com/fake", "--devices", "-1"], "--devices"),
         (["fake", "--resource", "example.com/fake", "--devices", "two"], "--devices"),
-        (["fake", "--devices", "2"], "Missing option '--resource'"),
+        (["fake", "--devices", "2"], "give --resource (the device plugin API), --driver (DRA) or both"),
         (["fake", "--resource", "fake", "--devices", "2"], "resource name 'fake'"),
         (["fake", "--resource", "example.com/fake", "--devices", "2", "--unhealthy", "fake-5"], "fake-5"),
         (["fake", "--resource", "example.com/fake", "--devices", "2", "--numa-layout", "zigzag"], "zigzag"),

@@ -20,11 +20,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from kubedevice.plugin.cdi.files import DEFAULT_SPEC_DIR
 from kubedevice.plugin.cdi.spec import CDISpec
 from kubedevice.plugin.model import Allocation, Device, PluginOptions
+
+if TYPE_CHECKING:
+    from kubedevice.plugin.dra.model import Claim, ClaimRef, PreparedDevice
 
 
 class DevicePlugin:
@@ -38,8 +41,12 @@ class DevicePlugin:
     """
 
     #: The extended resource the devices are advertised as, e.g. "example.com/gpu": a domain-prefixed
-    #: name, checked when the server is made (a bad one is a ConfigError).
+    #: name, checked when the server is made (a bad one is a ConfigError). The device plugin face.
     resource_name: str = ""
+    #: The DRA driver the devices are published by, e.g. "gpu.example.com" (the DRA face).
+    driver_name: str = ""
+    #: Serve the DRA health stream (DRAResourceHealth) on the DRA face.
+    dra_health: bool = True
     #: Seconds between two calls of `devices()` (polled source); also the first delay before a failing
     #: device source is tried again.
     poll_interval: float = 5.0
@@ -123,6 +130,18 @@ class DevicePlugin:
         (`InvalidRequest` or any other) fails the container's start, which the kubelet tries again.
         """
         raise NotImplementedError
+
+    async def prepare(self, claim: Claim) -> Sequence[PreparedDevice]:
+        """Optional (DRA face): set up an allocated claim's devices; return one PreparedDevice per device.
+
+        `claim` holds this driver's results only, each mapped back to its `Device.id`. Not overridden,
+        the SDK prepares with `allocate()`, once per request of the claim, and writes the claim's CDI spec.
+        An exception fails this claim only, with `str(exc)` as its error.
+        """
+        raise NotImplementedError
+
+    async def unprepare(self, claim: ClaimRef) -> None:
+        """Optional (DRA face): undo `prepare`; only called for claims the SDK prepared."""
 
     def cdi_spec(self, devices: Sequence[Device]) -> CDISpec | None:
         """Optional: the CDI spec defining `devices` (every device, healthy or not; never empty), or None.

@@ -21,9 +21,11 @@ from kubedevice.api.constants import PLUGIN_DIR_ENV
 from kubedevice.console import fail, parse_log_level
 from kubedevice.logs import configure_logging
 from kubedevice.plugin.base import DevicePlugin
-from kubedevice.plugin.builtin.fake import FakeConfig, FakePlugin, NumaLayout
+from kubedevice.plugin.builtin.fake import FakeConfig, FakePlugin, NumaLayout, parse_attribute, parse_capacity
 from kubedevice.plugin.builtin.paths import PathsPlugin
 from kubedevice.plugin.cdi import DEFAULT_SPEC_DIR
+from kubedevice.plugin.dra.paths import KUBELET_DIR_ENV, resolve_kubelet_dir
+from kubedevice.plugin.dra.runner import FacesServer
 from kubedevice.plugin.entry import events_share_the_log, print_event
 from kubedevice.plugin.errors import ConfigError
 from kubedevice.plugin.server import DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, PluginServer
@@ -54,20 +56,39 @@ class _Common:
     log_level: str
 
 
+@dataclass(frozen=True)
+class _DRA:
+    """Where and how the DRA face runs (`kubedevice plugin fake --driver ...`)."""
+
+    api: str
+    kubelet_dir: str | None
+    kubeconfig: str | None
+    node_name: str | None
+    rolling_update_uid: str
+    cdi_spec_dir: str
+
+
 def _common(
-    plugin_dir: str,
+    plugin_dir: str | None,
     plugin_watcher: bool,
     registry_dir: str,
     metrics_port: int | None,
     inotify: bool,
     log_level: str,
+    kubelet_dir: str | None = None,
 ) -> _Common:
     parse_log_level(log_level)
-    return _Common(plugin_dir, plugin_watcher, registry_dir, metrics_port, inotify, log_level.upper())
+    # The kubelet's layout: its device plugin folder sits in the kubelet folder, unless named apart.
+    directory = plugin_dir or str(resolve_kubelet_dir(kubelet_dir) / "device-plugins")
+    return _Common(directory, plugin_watcher, registry_dir, metrics_port, inotify, log_level.upper())
 
 
 PLUGIN_DIR = typer.Option(
-    DEFAULT_PLUGIN_DIR, "--plugin-dir", envvar=PLUGIN_DIR_ENV, help="The kubelet's device plugin directory."
+    None,
+    "--plugin-dir",
+    envvar=PLUGIN_DIR_ENV,
+    help="The kubelet's device plugin directory.  [default: <kubelet dir>/device-plugins, "
+    f"{DEFAULT_PLUGIN_DIR}]",
 )
 PLUGIN_WATCHER = typer.Option(
     False, "--plugin-watcher", help="Register through the kubelet's plugin watcher instead of kubelet.sock."
@@ -83,7 +104,32 @@ POLL_INTERVAL = typer.Option(1.0, "--poll-interval", min=0.001, help="Seconds be
 
 @app.command("fake")
 def fake(
-    resource: str = typer.Option(..., "--resource", help="Extended resource name, e.g. example.com/fake."),
+    resource: str = typer.Option(
+        "", "--resource", help="Extended resource name, e.g. example.com/fake (the device plugin face)."
+    ),
+    driver: str = typer.Option("", "--driver", help="DRA driver name, e.g. gpu.example.com (the DRA face)."),
+    api: str = typer.Option(
+        "",
+        "--api",
+        help="device-plugin, dra or both (both: the first half of the devices on the device plugin face, "
+        "the rest on DRA). Default: device-plugin with --resource, else dra.",
+    ),
+    attribute: list[str] = typer.Option(
+        [], "--attribute", help="NAME=VALUE published on every DRA device (int, true/false, else string)."
+    ),
+    capacity: list[str] = typer.Option([], "--capacity", help="NAME=QUANTITY published on every DRA device."),
+    kubelet_dir: str | None = typer.Option(
+        None, "--kubelet-dir", envvar=KUBELET_DIR_ENV, help="The kubelet's folder, for the DRA face."
+    ),
+    kubeconfig: str | None = typer.Option(
+        None, "--kubeconfig", help="DRA cluster mode: publish to and read claims from this cluster."
+    ),
+    node_name: str | None = typer.Option(
+        None, "--node-name", help="DRA: this node's name (else $NODE_NAME)."
+    ),
+    rolling_update_uid: str = typer.Option(
+        "", "--rolling-update-uid", help="DRA: this pod's UID, to run beside the instance it replaces."
+    ),
     devices: int = typer.Option(..., "--devices", min=0, help="How many devices: fake-0 .. fake-<N-1>."),
     numa_nodes: int = typer.Option(
         0, "--numa-nodes", min=0, help="Spread devices over this many NUMA nodes."
@@ -96,7 +142,9 @@ def fake(
         False, "--cdi", help="Write a CDI spec (kind: the resource); Allocate answers its device names."
     ),
     cdi_spec_dir: Path = typer.Option(
-        DEFAULT_SPEC_DIR, "--cdi-spec-dir", help="Where --cdi writes the spec; removed again on stop."
+        DEFAULT_SPEC_DIR,
+        "--cdi-spec-dir",
+        help="Where --cdi writes the spec (removed again on stop) and DRA its per-claim specs.",
     ),
     health_file: Path | None = typer.Option(
         None, "--health-file", help="JSON list of unhealthy IDs, re-read when it changes."
@@ -111,7 +159,7 @@ def fake(
         False, "--refuse-multiple", help="With --replicas: refuse a container asking for more than 1 replica."
     ),
     poll_interval: float = POLL_INTERVAL,
-    plugin_dir: str = PLUGIN_DIR,
+    plugin_dir: str | None = PLUGIN_DIR,
     plugin_watcher: bool = PLUGIN_WATCHER,
     registry_dir: str = REGISTRY_DIR,
     metrics_port: int | None = METRICS_PORT,
@@ -119,10 +167,29 @@ def fake(
     log_level: str = LOG_LEVEL,
 ) -> None:
     """Fake devices: for tests, demos and conformance runs."""
-    common = _common(plugin_dir, plugin_watcher, registry_dir, metrics_port, inotify, log_level)
+    common = _common(plugin_dir, plugin_watcher, registry_dir, metrics_port, inotify, log_level, kubelet_dir)
+    if not resource and not driver:
+        _usage_error("give --resource (the device plugin API), --driver (DRA) or both")
+    chosen_api = api or ("device-plugin" if resource else "dra")
+    if chosen_api not in ("device-plugin", "dra", "both"):
+        _usage_error(f"--api must be device-plugin, dra or both, got {api!r}")
+    if chosen_api != "dra" and not resource:
+        _usage_error(f"--api {chosen_api} needs --resource (the extended resource name)")
+    if chosen_api != "device-plugin" and not driver:
+        _usage_error(f"--api {chosen_api} needs --driver (the DRA driver name)")
+    try:
+        attributes = dict(parse_attribute(a) for a in attribute)
+        capacities = dict(parse_capacity(c) for c in capacity)
+    except ConfigError as exc:
+        _usage_error(str(exc))
+    dra = _DRA(chosen_api, kubelet_dir, kubeconfig, node_name, rolling_update_uid, str(cdi_spec_dir))
     if numa_layout not in ("round-robin", "block"):
         _usage_error(f"--numa-layout must be round-robin or block, got {numa_layout!r}")
     layout: NumaLayout = "block" if numa_layout == "block" else "round-robin"
+    if replicas is not None and chosen_api != "device-plugin":
+        _usage_error(
+            "--replicas shares devices on the device plugin API only — drop it or use --api device-plugin"
+        )
     if refuse_multiple and replicas is None:
         _usage_error("--refuse-multiple applies to shared devices only — add --replicas N or drop it")
     ids = frozenset(part.strip() for part in unhealthy.split(",") if part.strip())
@@ -141,10 +208,15 @@ def fake(
                 cdi_spec_dir=str(cdi_spec_dir),
                 health_file=str(health_file) if health_file is not None else None,
                 poll_interval=poll_interval,
+                driver=driver,
+                api=dra.api,  # type: ignore[arg-type]
+                attributes=attributes,
+                capacity=capacities,
             )
         ),
         replicas=replicas,
         refuse_multiple=refuse_multiple,
+        dra=dra,
     )
 
 
@@ -155,7 +227,7 @@ def paths(
     count: int = typer.Option(1, "--count", min=1, help="How many containers may share one file."),
     mount: bool = typer.Option(False, "--mount", help="Bind-mount the files instead of device nodes."),
     poll_interval: float = POLL_INTERVAL,
-    plugin_dir: str = PLUGIN_DIR,
+    plugin_dir: str | None = PLUGIN_DIR,
     plugin_watcher: bool = PLUGIN_WATCHER,
     registry_dir: str = REGISTRY_DIR,
     metrics_port: int | None = METRICS_PORT,
@@ -174,30 +246,47 @@ def _run(
     make_plugin: Callable[[], DevicePlugin],
     replicas: int | None = None,
     refuse_multiple: bool = False,
+    dra: _DRA | None = None,
 ) -> None:
     configure_logging(parse_log_level(common.log_level))
     try:
         plugin = make_plugin()
         if replicas is not None:
             plugin = SharedPlugin(plugin, replicas, refuse_multiple=refuse_multiple)
-        server = PluginServer(
-            plugin,
-            common.plugin_dir,
-            plugin_watcher=common.plugin_watcher,
-            registry_dir=common.registry_dir,
-            metrics_port=common.metrics_port,
-            use_inotify=common.inotify,
-            handle_signals=True,
-            on_event=print_event,
-            log_events=not events_share_the_log(),
-        )
-        asyncio.run(server.run())
+        options = {
+            "plugin_watcher": common.plugin_watcher,
+            "registry_dir": common.registry_dir,
+            "metrics_port": common.metrics_port,
+            "use_inotify": common.inotify,
+            "handle_signals": True,
+            "on_event": print_event,
+            "log_events": not events_share_the_log(),
+        }
+        if dra is None or dra.api == "device-plugin":
+            asyncio.run(PluginServer(plugin, common.plugin_dir, **options).run())  # type: ignore[arg-type]
+        else:
+            asyncio.run(_run_faces(plugin, common, dra, options))
     except ConfigError as exc:
         _usage_error(str(exc))
     except OSError as exc:
         # e.g. the metrics port is taken: the environment, not a bug; still one line, no traceback.
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
+
+
+async def _run_faces(plugin: DevicePlugin, common: _Common, dra: _DRA, options: dict[str, object]) -> None:
+    server = FacesServer(
+        plugin,
+        dra.api,
+        kubelet_dir=dra.kubelet_dir,
+        kubeconfig=dra.kubeconfig,
+        node_name=dra.node_name,
+        rolling_update_uid=dra.rolling_update_uid,
+        dra_options={"cdi_spec_dir": dra.cdi_spec_dir, "use_inotify": common.inotify},
+        plugin_dir=common.plugin_dir,
+        **options,  # type: ignore[arg-type]
+    )
+    await server.run()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

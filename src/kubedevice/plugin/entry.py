@@ -6,49 +6,74 @@ import asyncio
 import logging
 import os
 import sys
+from pathlib import Path
 
 from kubedevice.api.constants import PLUGIN_DIR_ENV
 from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.errors import ConfigError
 from kubedevice.plugin.events import LifecycleEvent
-from kubedevice.plugin.server import DEFAULT_PLUGIN_DIR, PluginServer
+from kubedevice.plugin.server import PluginServer
 
 
 def serve(
     plugin: DevicePlugin,
     plugin_dir: str | None = None,
     *,
+    api: str | None = None,
+    kubelet_dir: str | Path | None = None,
     print_events: bool = True,
     **options: object,
 ) -> None:
-    """Run `plugin` until SIGTERM or SIGINT (blocking); options are PluginServer's keyword arguments.
+    """Run `plugin` until SIGTERM or SIGINT (blocking).
 
     The one call a plugin's script makes, last: it runs its own event loop, so call it outside one (from
-    a test or an async program, use `PluginServer`). The plugin directory is `plugin_dir`, else
-    `$KUBEDEVICE_PLUGIN_DIR`, else the kubelet's. Each lifecycle event (waiting, serving, registered,
-    kubelet restart, re-registered, stopped...) is printed as one line on stdout unless `print_events` is
-    False. A configuration error is one line on stderr and exit code 2. Among the options:
-    `metrics_port=9402` serves Prometheus metrics, `plugin_watcher=True` registers through the kubelet's
-    plugins_registry folder instead of kubelet.sock, `use_inotify=False` polls for kubelet restarts.
-    SIGHUP makes the plugin serve a new socket and register again.
+    a test or an async program, use `PluginServer` or `FacesServer`). `api` picks the face:
+    "device-plugin" (the default when `resource_name` is set), "dra" (the default when only `driver_name`
+    is set) or "both" (disjoint devices, by `Device.api`). Paths come from one kubelet folder,
+    `kubelet_dir`, else `$KUBEDEVICE_KUBELET_DIR`, else /var/lib/kubelet: the device plugin directory is
+    its `device-plugins` unless `plugin_dir` or `$KUBEDEVICE_PLUGIN_DIR` names another, and the DRA
+    face's sockets and state live in its `plugins_registry` and `plugins`. Each lifecycle event
+    (waiting, serving, registered, kubelet restart, re-registered, prepare, stopped...) is printed as one
+    line on stdout unless `print_events` is False. A configuration error is one line on stderr and exit
+    code 2. Among the options: `metrics_port=9402` serves Prometheus metrics, `plugin_watcher=True`
+    registers through the kubelet's plugins_registry folder instead of kubelet.sock, `use_inotify=False`
+    polls for kubelet restarts; for DRA `backend`, `kubeconfig`, `node_name`, `rolling_update_uid`,
+    `registration_socket_file` and `dra_options` (DRAServer's). SIGHUP makes a device plugin serve a new
+    socket and register again.
     """
-    directory = plugin_dir or os.environ.get(PLUGIN_DIR_ENV) or DEFAULT_PLUGIN_DIR
+    from kubedevice.plugin.dra.paths import resolve_kubelet_dir
+    from kubedevice.plugin.dra.runner import FacesServer, default_api
+
+    # The kubelet's layout: its device plugin folder sits in the kubelet folder, unless named apart.
+    directory = (
+        plugin_dir
+        or os.environ.get(PLUGIN_DIR_ENV)
+        or str(resolve_kubelet_dir(kubelet_dir) / "device-plugins")
+    )
     command = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "serve"
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    chosen = api or default_api(plugin)
+    on_event = print_event if print_events else None
 
     # Printed events on the terminal the log goes to: the log says them at debug level, so each shows once.
     options.setdefault("log_events", not (print_events and events_share_the_log()))
 
     async def main() -> None:
-        server = PluginServer(
+        if chosen == "device-plugin":
+            server = PluginServer(plugin, directory, handle_signals=True, on_event=on_event, **options)  # type: ignore[arg-type]
+            await server.run()
+            return
+        faces = FacesServer(
             plugin,
-            directory,
+            chosen,
+            kubelet_dir=kubelet_dir,
+            plugin_dir=directory,
             handle_signals=True,
-            on_event=print_event if print_events else None,
+            on_event=on_event,
             **options,  # type: ignore[arg-type]
         )
-        await server.run()
+        await faces.run()
 
     try:
         asyncio.run(main())

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from kubedevice.cdi_names import parse_qualified_name
 
 _PERMISSION_LETTERS = frozenset("rwm")
+
+#: The two faces a device can be offered on (`Device.api`, read under ``serve(api="both")``).
+Face = Literal["device-plugin", "dra"]
+FACES: tuple[Face, ...] = ("device-plugin", "dra")
 
 
 @dataclass(frozen=True)
@@ -20,6 +25,10 @@ class Device:
 
     `numa_nodes` is the device's NUMA affinity; empty means "no topology" (the kubelet then
     treats it as aligned with nothing in particular).
+
+    The DRA face also publishes `attributes` (name -> str, int or bool; a string ``"version:1.2.3"``
+    is published as a semantic version) and `capacity` (name -> quantity such as ``"16Gi"``); the
+    device plugin face ignores both. `api` says which face a device goes to under ``serve(api="both")``.
     """
 
     #: The ID the kubelet knows the device by: unique within the plugin, no whitespace or commas.
@@ -28,6 +37,10 @@ class Device:
     healthy: bool = True
     #: The NUMA nodes the device is attached to (its TopologyInfo); empty: no topology preference.
     numa_nodes: tuple[int, ...] = ()
+    # Left out of the hash (a mapping has none), kept in equality: a changed attribute is a device change.
+    attributes: Mapping[str, str | int | bool] = field(default_factory=dict, hash=False)
+    capacity: Mapping[str, str] = field(default_factory=dict, hash=False)
+    api: Face | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -40,6 +53,26 @@ class Device:
             if not isinstance(node, int) or isinstance(node, bool) or node < 0:
                 raise ValueError(f"device {self.id!r}: NUMA node must be a non-negative int, got {node!r}")
         object.__setattr__(self, "numa_nodes", nodes)
+        for name, value in dict(self.attributes).items():
+            if not isinstance(name, str) or not name:
+                raise ValueError(
+                    f"device {self.id!r}: attribute names must be non-empty strings, got {name!r}"
+                )
+            if not isinstance(value, (str, int, bool)):
+                raise ValueError(
+                    f"device {self.id!r}: attribute {name!r} must be a str, int or bool, got {value!r}"
+                )
+        for name, quantity in dict(self.capacity).items():
+            if not isinstance(name, str) or not name or not isinstance(quantity, str) or not quantity:
+                raise ValueError(
+                    f"device {self.id!r}: capacity entries must map a name to a quantity string such as "
+                    f"'16Gi', got {name!r}: {quantity!r}"
+                )
+        if self.api is not None and self.api not in FACES:
+            raise ValueError(f'device {self.id!r}: api must be "device-plugin" or "dra", got {self.api!r}')
+        # Own copies: a device is a value, and the author's dicts may change after it is made.
+        object.__setattr__(self, "attributes", dict(self.attributes))
+        object.__setattr__(self, "capacity", dict(self.capacity))
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,8 @@ from kubedevice.plugin.metrics import PluginMetrics
 from kubedevice.plugin.model import Device
 from kubedevice.plugin.naming import check_resource_name, check_socket_path, socket_stem
 from kubedevice.plugin.service import DevicePluginService, WatcherRegistrationService
-from kubedevice.plugin.watcher import KubeletWatcher, SocketIdentity
+from kubedevice.plugin.watcher import KubeletWatcher, SocketIdentity, wait_for_directory
 from kubedevice.plugin.wire import options_to_wire
-from kubedevice.watch import DirectoryWatch
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +162,11 @@ class PluginServer:
             loop.add_signal_handler(signal.SIGINT, self._stop_requested.set)
             loop.add_signal_handler(signal.SIGHUP, self.request_reregistration)
 
+    @property
+    def lifecycle(self) -> asyncio.Task[None] | None:
+        """The registration lifecycle: runs until stopped, ends early only with an error."""
+        return self._tasks[-1] if self._tasks else None
+
     async def run(self) -> None:
         """Start, serve until `stop()` is called or a stop signal arrives, then stop cleanly."""
         if not self._started:
@@ -224,21 +228,10 @@ class PluginServer:
         return os.path.isdir(self.plugin_dir)
 
     async def _wait_for_plugin_dir(self) -> None:
-        exists = self._plugin_dir_exists
-        if exists():
+        if self._plugin_dir_exists():
             return
         self._say_waiting(self.plugin_dir, "the plugin directory")
-        # A missing directory can only be polled (inotify needs it to exist), until it exists.
-        watch = DirectoryWatch(
-            self.plugin_dir, poll_state=exists, poll_interval=self._poll_interval, use_inotify=False
-        )
-        watch.start()
-        try:
-            while not exists():
-                await watch.changed.wait()
-                watch.changed.clear()
-        finally:
-            await watch.stop()
+        await wait_for_directory(self.plugin_dir, self._poll_interval)
         check_plugin_dir(self.plugin_dir)
 
     def _say_waiting(self, path: str, what: str) -> None:

@@ -88,6 +88,25 @@ class KubeletWatcher:
         return name == KUBELET_SOCKET_NAME or (own is not None and name == os.path.basename(own))
 
 
+async def wait_for_directory(directory: str, poll_interval: float) -> None:
+    """Return once `directory` exists (the kubelet creates its folders when it starts)."""
+
+    def exists() -> bool:
+        return os.path.isdir(directory)
+
+    if exists():
+        return
+    # A missing directory can only be polled (inotify needs it to exist), until it exists.
+    watch = DirectoryWatch(directory, poll_state=exists, poll_interval=poll_interval, use_inotify=False)
+    watch.start()
+    try:
+        while not exists():
+            await watch.changed.wait()
+            watch.changed.clear()
+    finally:
+        await watch.stop()
+
+
 def _identity(path: str) -> SocketIdentity | None:
     try:
         st = os.stat(path)

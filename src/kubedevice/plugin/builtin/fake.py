@@ -11,9 +11,11 @@ import asyncio
 import json
 import logging
 import os
+import re
+import uuid
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -27,13 +29,41 @@ from kubedevice.plugin.cdi import (
     check_spec_dir,
     validate_kind,
 )
+from kubedevice.plugin.dra.paths import check_driver_name
 from kubedevice.plugin.errors import ConfigError
-from kubedevice.plugin.model import Allocation, Device, PluginOptions
+from kubedevice.plugin.model import Allocation, Device, Face, PluginOptions
 from kubedevice.plugin.naming import check_resource_name
 
 log = logging.getLogger(__name__)
 
 NumaLayout = Literal["round-robin", "block"]
+FakeApi = Literal["device-plugin", "dra", "both"]
+_INT = re.compile(r"[+-]?[0-9]+")
+#: The attributes every fake device publishes on the DRA face, set by the plugin itself.
+OWN_ATTRIBUTES = ("index", "uuid")
+
+
+def parse_attribute(text: str) -> tuple[str, str | int | bool]:
+    """``NAME=VALUE`` → (name, typed value): an integer, true/false, else a string (``version:1.2.3`` too)."""
+    name, equals, value = text.partition("=")
+    if not equals or not name:
+        raise ConfigError(f"--attribute {text!r} is not NAME=VALUE — write it as e.g. model=x1")
+    if name in OWN_ATTRIBUTES:
+        raise ConfigError(
+            f"--attribute {name}: every fake device publishes its own {name} — use another name"
+        )
+    if _INT.fullmatch(value):
+        return name, int(value)
+    if value in ("true", "false"):
+        return name, value == "true"
+    return name, value
+
+
+def parse_capacity(text: str) -> tuple[str, str]:
+    name, equals, quantity = text.partition("=")
+    if not equals or not name or not quantity:
+        raise ConfigError(f"--capacity {text!r} is not NAME=QUANTITY — write it as e.g. memory=16Gi")
+    return name, quantity
 
 
 @dataclass(frozen=True)
@@ -49,9 +79,17 @@ class FakeConfig:
     cdi_spec_dir: str = str(DEFAULT_SPEC_DIR)
     health_file: str | None = None
     poll_interval: float = 1.0
+    #: The DRA face: the driver name, which face(s) devices go to, and what every device publishes.
+    driver: str = ""
+    api: FakeApi = "device-plugin"
+    attributes: Mapping[str, str | int | bool] = field(default_factory=dict)
+    capacity: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        check_resource_name(self.resource)
+        if self.api in ("device-plugin", "both") or self.resource:
+            check_resource_name(self.resource)
+        if self.api in ("dra", "both") or self.driver:
+            check_driver_name(self.driver)
         if self.count < 0:
             raise ConfigError(f"device count must be >= 0, got {self.count}")
         if self.numa_nodes < 0:
@@ -60,7 +98,16 @@ class FakeConfig:
             raise ConfigError(f"NUMA layout must be round-robin or block, got {self.numa_layout!r}")
         if self.poll_interval <= 0:
             raise ConfigError(f"poll interval must be > 0, got {self.poll_interval}")
+        if self.driver and self.api != "device-plugin":
+            try:
+                validate_kind(self.dra_kind)
+            except CDIError as exc:
+                raise ConfigError(
+                    f"--driver: the DRA devices' CDI kind is {self.dra_kind}, and {exc}"
+                ) from None
         if self.cdi:
+            if not self.resource:
+                raise ConfigError("--cdi names devices by the resource name — add --resource")
             try:
                 validate_kind(self.resource)
             except CDIError as exc:
@@ -73,8 +120,24 @@ class FakeConfig:
         if unknown:
             raise ConfigError(f"unknown device IDs in unhealthy list: {', '.join(unknown)}")
 
+    @property
+    def prefix(self) -> str:
+        """Device IDs: fake-N, or on DRA <first label of the driver>-N (gpu.example.com: gpu-N)."""
+        return self.driver.split(".", 1)[0] if self.driver and self.api != "device-plugin" else "fake"
+
+    @property
+    def dra_kind(self) -> str:
+        """The CDI kind of the DRA face's devices: <driver>/<first label> (gpu.example.com/gpu)."""
+        return f"{self.driver}/{self.prefix}"
+
     def device_ids(self) -> list[str]:
-        return [f"fake-{i}" for i in range(self.count)]
+        return [f"{self.prefix}-{i}" for i in range(self.count)]
+
+    def face_of(self, index: int) -> Face:
+        """Under api "both", the first half of the devices (rounded down) is on the device plugin face."""
+        if self.api != "both":
+            return self.api
+        return "device-plugin" if index < self.count // 2 else "dra"
 
     def numa_of(self, index: int) -> tuple[int, ...]:
         if self.numa_nodes == 0:
@@ -88,6 +151,7 @@ class FakePlugin(DevicePlugin):
     def __init__(self, config: FakeConfig) -> None:
         self.config = config
         self.resource_name = config.resource
+        self.driver_name = config.driver
         self.poll_interval = config.poll_interval
         self.cdi_spec_dir = config.cdi_spec_dir
         self._file_unhealthy: frozenset[str] = frozenset()
@@ -103,21 +167,40 @@ class FakePlugin(DevicePlugin):
 
     async def devices(self) -> Sequence[Device]:
         unhealthy = self.config.unhealthy | await self._unhealthy_from_file()
+        name = self.config.driver or self.config.resource
         return [
-            Device(device_id, device_id not in unhealthy, self.config.numa_of(i))
+            Device(
+                device_id,
+                device_id not in unhealthy,
+                self.config.numa_of(i),
+                attributes={
+                    **self.config.attributes,
+                    "index": i,
+                    # Stable across restarts: a user's selector on it keeps matching the same device.
+                    "uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"kubedevice-fake/{name}/{device_id}")),
+                },
+                capacity=self.config.capacity,
+                api=self.config.face_of(i),
+            )
             for i, device_id in enumerate(self.config.device_ids())
         ]
 
     def cdi_spec(self, devices: Sequence[Device]) -> CDISpec | None:
-        if not self.config.cdi or not devices:
+        # Called once per face with that face's devices: the DRA face always has a spec of its own kind
+        # (DRA hands a container CDI devices only), the device plugin face one with --cdi.
+        dra = bool(devices) and devices[0].api == "dra"
+        if not devices or not (dra or self.config.cdi):
             return None
         # Each device sets its own variable, so a container given several sees every one of them.
         return CDISpec(
-            kind=self.config.resource,
+            kind=self.config.dra_kind if dra else self.config.resource,
             devices=tuple(CDIDevice(d.id, ContainerEdits(env=(_cdi_env(d.id),))) for d in devices),
         )
 
     async def allocate(self, devices: Sequence[Device]) -> Allocation:
+        if devices and devices[0].api == "dra":
+            # A DRA claim's devices: their CDI IDs, in the claim's order, and nothing else.
+            return Allocation(cdi_devices=[f"{self.config.dra_kind}={d.id}" for d in devices])
         ids = sorted(d.id for d in devices)
         spec = self.cdi_spec(devices)
         cdi = spec.qualified_names(ids) if spec is not None else []

@@ -96,10 +96,13 @@ def check_spec_dir(spec_dir: Path) -> None:
         )
 
 
-def write_spec(spec: CDISpec, spec_dir: Path = DEFAULT_SPEC_DIR) -> Path:
-    """Write ``spec`` into ``spec_dir`` (created if missing) atomically; returns the file's path."""
+def write_spec(spec: CDISpec, spec_dir: Path = DEFAULT_SPEC_DIR, *, file_name: str | None = None) -> Path:
+    """Write ``spec`` into ``spec_dir`` (created if missing) atomically; returns the file's path.
+
+    The file is ``spec.file_name()`` unless ``file_name`` names it (one spec per DRA claim, say).
+    """
     spec_dir.mkdir(parents=True, exist_ok=True)
-    path = spec_dir / spec.file_name()
+    path = spec_dir / (file_name or spec.file_name())
     fd, temp = tempfile.mkstemp(dir=spec_dir, prefix=f".{path.stem}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

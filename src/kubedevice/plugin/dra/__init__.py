@@ -1,1 +1,10 @@
-"""The DRA face of the plugin SDK: a DevicePlugin served as a DRA kubelet plugin."""
+"""The DRA face of the plugin SDK: a DevicePlugin served as a DRA kubelet plugin.
+
+Set `driver_name` on the plugin and serve it with ``serve(plugin, api="dra")`` (or ``"both"``). The
+`prepare` hook, if the plugin has one, gets a `Claim` and answers `PreparedDevice`s; `unprepare` gets a
+`ClaimRef`. Without them the SDK prepares each claim with `allocate()`.
+"""
+
+from kubedevice.plugin.dra.model import AllocatedDevice, Claim, ClaimRef, PreparedDevice
+
+__all__ = ["AllocatedDevice", "Claim", "ClaimRef", "PreparedDevice"]

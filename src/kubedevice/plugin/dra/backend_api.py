@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,3 +57,15 @@ class DRABackend(Protocol):
     async def publish(self, devices: Sequence[SliceDevice]) -> None:
         """Replace this driver's slices with these devices; the backend publishes
         them again whenever they vanish."""
+
+
+@runtime_checkable
+class AllocationSource(Protocol):
+    """Optional for a backend: which of this driver's devices on this node some claim's allocation names.
+
+    Under ``api="both"`` a device moves from the DRA face to the device plugin face only once no
+    allocation names it; from a backend without this method every device counts as held, so none moves.
+    """
+
+    async def allocated_devices(self) -> set[str]:
+        """Device names (as published) that an allocated claim names; raises when that cannot be read."""
