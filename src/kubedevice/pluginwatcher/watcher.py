@@ -10,7 +10,6 @@ Hidden names (starting with ".") are ignored.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import stat
@@ -121,8 +120,8 @@ class PluginWatcher:
         """Stop watching; registered plugins stay registered (their managers stop them)."""
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            # gather, not a suppressed CancelledError: a cancellation of the caller itself must go on.
+            await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
         await self._watch.stop()
         tasks = [p.task for p in self._plugins.values() if p.task is not None]
