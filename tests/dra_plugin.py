@@ -355,6 +355,10 @@ class DRATestPlugin:
     async def start(self) -> None:
         """Serve the endpoint first, then the registration socket (a driver registers once it serves)."""
         await self.start_endpoint()
+        await self.start_registration()
+
+    async def start_registration(self) -> None:
+        """Serve the registration socket (again): the watcher sees a new socket."""
         server = grpc.aio.server()
         reg_grpc.add_RegistrationServicer_to_server(_Registration(self), server)
         if self.info_endpoint == "":

@@ -75,6 +75,10 @@ async def test_health_reports_time_out_to_unknown_and_a_stream_end_drops_them(se
         assert node.plugins.device_health(DRIVER) == {
             ("node-1", "gpu-0"): DeviceHealthInfo("Unhealthy", "", 1031.0)
         }
+        # Deregistered: its stream is cancelled, and what it said is dropped as well.
+        await p.stop_registration()
+        await poll_async(lambda: node.plugins.drivers()[0].endpoints == (), "deregistered")
+        await poll_async(lambda: node.plugins.device_health(DRIVER) == {}, "health dropped at deregistration")
 
 
 async def test_no_stream_without_an_advertised_health_service() -> None:

@@ -191,8 +191,10 @@ async def test_a_registration_within_the_delay_cancels_the_wipe() -> None:
         p = plugin(node)
         async with p:
             await registered(node, p)
-        await poll_async(lambda: node.plugins.drivers() and node.plugins.drivers()[0].wipe_pending, "pending")
-        assert node.plugins.drivers()[0].endpoints == ()
+        await poll_async(
+            lambda: [(d.wipe_pending, d.endpoints) for d in node.plugins.drivers()] == [(True, ())],
+            "deregistered, its wipe pending",
+        )
         async with plugin(node) as again:
             await registered(node, again)
             assert [(d.name, d.wipe_pending) for d in node.plugins.drivers()] == [(DRIVER, False)]

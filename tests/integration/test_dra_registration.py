@@ -148,6 +148,18 @@ async def test_deregistration_removes_only_its_own_endpoint() -> None:
         assert node.wiped == []
 
 
+async def test_a_registration_socket_made_again_is_deregistered_then_registered() -> None:
+    async with dra_node() as node, plugin(node) as p:
+        assert (await p.wait_for_status()).plugin_registered
+        await p.stop_registration()
+        await p.start_registration()  # the same path, a new socket: the same endpoint registers again
+        second = await p.wait_for_status(2)
+        assert (second.plugin_registered, second.error) == (True, "")
+        [driver] = node.plugins.drivers()
+        assert [e.endpoint for e in driver.endpoints] == [p.endpoint]
+        assert node.registered == [DRIVER, DRIVER]
+
+
 async def test_an_endpoint_served_by_the_registration_socket_itself() -> None:
     async with dra_node() as node, plugin(node, info_endpoint="") as p:
         assert (await p.wait_for_status()).plugin_registered

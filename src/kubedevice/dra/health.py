@@ -142,16 +142,17 @@ class HealthStream:
             reason = f"rpc error: code = {err.code().name} desc = {err.details()}"
         finally:
             call.cancel()
-        if received:
-            # The kubelet drops what the driver said once its stream is gone.
-            self._cache.clear(self._driver)
-            log.info(
-                "DRA driver %s health stream at %s ended (%s): its device health is dropped",
-                self._driver,
-                self._endpoint,
-                reason,
-            )
-        else:
+            if received:
+                # The kubelet drops what the driver said once its stream is gone, ended or cancelled
+                # (a stream that never opened has said nothing).
+                self._cache.clear(self._driver)
+                log.info(
+                    "DRA driver %s health stream at %s ended (%s): its device health is dropped",
+                    self._driver,
+                    self._endpoint,
+                    reason,
+                )
+        if not received:
             log.debug("DRA driver %s health stream at %s: %s", self._driver, self._endpoint, reason)
 
     async def stop(self) -> None:
