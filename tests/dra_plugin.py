@@ -14,8 +14,9 @@ first, then the health service). Each NotifyRegistrationStatus is kept in `statu
 
 DRAPlugin: served on `endpoint` (`<socket_dir>/<driver>.sock` unless given) as v1 and/or v1beta1 (`serve`).
 Each call is logged in `calls` (method, service, claims in order) before it is answered. Per claim UID:
-`set_devices` (default: no devices), `set_error`, `omit` (left out of the answer); `answer_unknown` adds a
-UID nobody asked for; `hang` makes calls wait until `release`; `fail` fails whole calls with a status.
+`set_devices` (else `set_default_devices`' function, else no devices), `set_error`, `omit` (left out of the
+answer); `answer_unknown` adds a UID nobody asked for; `hang` makes calls (of some UIDs) wait until `release`;
+`fail` fails whole calls of a method with a gRPC status.
 
 Health: with `health_service` ("v1.DRAResourceHealth" or "v1alpha1.DRAResourceHealth"), NodeWatchResources is
 served; `push_health` sends one complete list to every open stream, `end_health_streams` ends them.
@@ -29,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,7 +101,9 @@ class _Behaviour:
     omitted: set[str] = field(default_factory=set)
     unknown: list[str] = field(default_factory=list)
     failure: dict[str, tuple[grpc.StatusCode, str]] = field(default_factory=dict)
-    hung: set[str] = field(default_factory=set)
+    #: method -> the UIDs whose calls hang (None: every call of the method).
+    hung: dict[str, set[str] | None] = field(default_factory=dict)
+    default_devices: Callable[[ClaimRef], Sequence[Device]] | None = None
 
 
 class _DRAService:
@@ -118,7 +121,9 @@ class _DRAService:
         plugin._call_seen.set()
         b = plugin.behaviour
         if method in b.hung:
-            await plugin._release.wait()
+            uids = b.hung[method]
+            if uids is None or any(c.uid in uids for c in claims):
+                await plugin._release.wait()
         if method in b.failure:
             code, details = b.failure[method]
             await context.abort(code, details)
@@ -132,7 +137,11 @@ class _DRAService:
             if uid in b.prepare_errors:
                 entry.error = b.prepare_errors[uid]
                 continue
-            for d in b.devices.get(uid, []):
+            claim = next((c for c in request.claims if c.uid == uid), None)
+            devices = b.devices.get(uid)
+            if devices is None and b.default_devices is not None and claim is not None:
+                devices = list(b.default_devices(ClaimRef(claim.namespace, claim.uid, claim.name)))
+            for d in devices or []:
                 device = entry.devices.add(
                     request_names=d.request_names,
                     pool_name=d.pool_name,
@@ -255,10 +264,15 @@ class DRATestPlugin:
         """Fail every call of `method` as a whole with this status."""
         self.behaviour.failure[method] = (code, details)
 
-    def hang(self, method: str) -> None:
-        """Calls of `method` wait until `release()` (or the caller's deadline)."""
+    def set_default_devices(self, devices_for: Callable[[ClaimRef], Sequence[Device]] | None) -> None:
+        """The devices of a claim without `set_devices` (default: none)."""
+        self.behaviour.default_devices = devices_for
+
+    def hang(self, method: str, *uids: str) -> None:
+        """Calls of `method` (those naming one of `uids`, if given) wait until `release()` or the caller's
+        deadline."""
         self._release.clear()
-        self.behaviour.hung.add(method)
+        self.behaviour.hung[method] = set(uids) if uids else None
 
     def release(self) -> None:
         self.behaviour.hung.clear()

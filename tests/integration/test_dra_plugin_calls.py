@@ -114,7 +114,10 @@ async def test_a_failed_call_reads_as_gos_rpc_error() -> None:
 async def test_a_hung_plugin_fails_the_call_at_the_deadline() -> None:
     async with dra_node(call_timeout=0.3) as node, plugin(node) as p:
         await registered(node, p)
-        p.hang(PREPARE)
+        p.hang(PREPARE, "u1")
+        p.set_default_devices(lambda claim: [Device("node-1", f"for-{claim.name}")])
+        result = await node.plugins.get(DRIVER).node_prepare_resources([C2])  # not a claim that hangs
+        assert result == {"u2": PrepareResult((DRADevice("node-1", "for-c2"),), "")}
         with pytest.raises(DRACallError) as caught:
             await node.plugins.get(DRIVER).node_prepare_resources([C1])
         assert str(caught.value) == "rpc error: code = DeadlineExceeded desc = context deadline exceeded"

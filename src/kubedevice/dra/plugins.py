@@ -26,6 +26,7 @@ from kubedevice.dra.errors import DriverLookupError
 from kubedevice.dra.health import DeviceHealthInfo, HealthCache, HealthStream
 from kubedevice.dra.metrics import DRAMetrics
 from kubedevice.dra.registration import DRARegistrationError, DRARegistrationHandler
+from kubedevice.pluginwatcher.handler import PluginHandler
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ class DRAPlugins:
         self._handler = DRARegistrationHandler(self)
 
     @property
-    def handler(self) -> DRARegistrationHandler:
+    def handler(self) -> PluginHandler:
         """The PluginHandler of type `DRAPlugin`, for the plugins_registry watcher."""
         return self._handler
 
