@@ -22,6 +22,7 @@ from kubedevice.api.drahealth.v1 import api_pb2 as health_v1
 from kubedevice.api.drahealth.v1 import api_pb2_grpc as health_v1_grpc
 from kubedevice.api.drahealth.v1alpha1 import api_pb2 as health_v1alpha1
 from kubedevice.api.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
+from kubedevice.dra.client import go_rpc_error
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ class HealthStream:
                 received = True
                 self._cache.update(self._driver, message.devices)
         except grpc.aio.AioRpcError as err:
-            reason = f"rpc error: code = {err.code().name} desc = {err.details()}"
+            reason = go_rpc_error(err)
         finally:
             call.cancel()
             if received:
