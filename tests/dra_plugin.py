@@ -226,9 +226,8 @@ class DRATestPlugin:
         self.endpoint = endpoint or os.path.join(str(socket_dir), f"{driver}.sock")
         #: What GetInfo names as the endpoint; "" means the registration socket serves DRAPlugin too.
         self.info_endpoint = self.endpoint if info_endpoint is None else info_endpoint
-        if supported_versions is None:
-            supported_versions = [*self.serve, *([health_service] if health_service else [])]
-        self.supported_versions = list(supported_versions)
+        default_versions = [*self.serve, *([health_service] if health_service else [])]
+        self.supported_versions = list(default_versions if supported_versions is None else supported_versions)
         self.behaviour = _Behaviour()
         self.calls: list[Call] = []
         self.statuses: list[reg.RegistrationStatus] = []
@@ -247,10 +246,9 @@ class DRATestPlugin:
     def set_error(self, uid: str, error: str, *, method: str = PREPARE) -> None:
         """A per-claim error in the answer to `method` (PREPARE or UNPREPARE); "" clears it."""
         errors = self.behaviour.prepare_errors if method == PREPARE else self.behaviour.unprepare_errors
-        if error:
-            errors[uid] = error
-        else:
-            errors.pop(uid, None)
+        errors[uid] = error
+        if not error:
+            del errors[uid]
 
     def omit(self, uid: str) -> None:
         """Leave this claim out of every answer."""
@@ -309,6 +307,7 @@ class DRATestPlugin:
             await queue.put(self._health_message(devices))
 
     async def end_health_streams(self) -> None:
+        """End every open health stream (the plugin's side of a stream end)."""
         for queue in list(self._health_streams):
             await queue.put(None)
 
@@ -319,7 +318,6 @@ class DRATestPlugin:
                 pb.DeviceHealth(
                     device=pb.DeviceIdentifier(pool_name=d.pool_name, device_name=d.device_name),
                     health=HEALTH_NAMES[d.health],
-                    last_updated_time=0,
                     health_check_timeout_seconds=d.timeout_seconds,
                     message=d.message,
                 )

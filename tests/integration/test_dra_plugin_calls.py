@@ -205,3 +205,25 @@ async def test_a_registration_within_the_delay_cancels_the_wipe() -> None:
         # Gone again: this wipe fires, and only this one (the first was cancelled).
         await poll_async(lambda: node.wiped, "the second wipe")
         assert node.wiped == [DRIVER]
+
+
+async def test_rolling_update_of_a_driver() -> None:
+    """Two instances of one driver (registration sockets `<driver>-A-reg.sock`, `<driver>-B-reg.sock`)."""
+    async with dra_node(wipe_delay=0.3) as node, plugin(node, "-A") as a:
+        await registered(node, a)
+        b = plugin(node, "-B")
+        await b.start()
+        await b.wait_for_status()
+        await poll_async(lambda: node.plugins.get(DRIVER).endpoint == b.endpoint, "calls go to B")
+        await a.stop()  # the old instance ends: B stays registered, nothing is wiped
+        await poll_async(lambda: len(node.plugins.drivers()[0].endpoints) == 1, "A deregistered")
+        assert node.plugins.get(DRIVER).endpoint == b.endpoint and node.wiped == []
+        await b.stop()
+        await poll_async(lambda: node.wiped, "the wipe after the last instance stopped")
+        assert node.wiped == [DRIVER] and node.plugins.drivers() == []
+        await b.start()  # B again: it registers, and calls go to it
+        assert (await b.wait_for_status(2)).plugin_registered
+        await poll_async(lambda: node.plugins.get(DRIVER).connected, "B connected again")
+        await node.plugins.get(DRIVER).node_prepare_resources([C1])
+        assert b.calls == [Call(PREPARE, "v1.DRAPlugin", (C1,))]
+        await b.stop()
