@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubedevice.pluginwatcher.handler import WatcherOptions
-from kubedevice.pluginwatcher.watcher import PluginWatcher
 from prometheus_client import CollectorRegistry
 
 from kubedevice.api.constants import DRA_PLUGIN_TYPE
@@ -33,6 +31,8 @@ from kubedevice.dra import (
     PodClaim,
     ResourceClaim,
 )
+from kubedevice.pluginwatcher.handler import WatcherOptions
+from kubedevice.pluginwatcher.watcher import PluginWatcher
 from tests.dra_plugin import Device, DRATestPlugin
 from tests.waiting import short_tempdir
 

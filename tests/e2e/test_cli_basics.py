@@ -52,7 +52,9 @@ def test_each_tool_loads_only_its_own_modules() -> None:
     assert not {m for m in plugin if m.startswith(("kubedevice.node", "kubedevice.conformance"))}
     node = loaded("node")
     assert "kubedevice.node.cli" in node
-    assert not {m for m in node if m.startswith(("kubedevice.plugin", "kubedevice.conformance"))}
+    # "kubedevice.plugin." with its dot: kubedevice.pluginwatcher is the node side's.
+    assert not {m for m in node if m.startswith(("kubedevice.plugin.", "kubedevice.conformance"))}
+    assert "kubedevice.plugin" not in node
     # Nor does the daemon load before serving what only a table, a manifest or a status view needs.
     assert not {m for m in node if m.startswith(("rich", "yaml", "kubedevice.node.views"))}
     assert not {m for m in node if m.startswith(("prometheus_client", "kubedevice.node.pod_sync"))}
@@ -81,7 +83,7 @@ LOADED_AFTER_SERVING = (
     "yaml",
     "kubedevice.api.podresources",
     "kubedevice.api.pluginregistration",
-    "kubedevice.manager.plugin_watcher",
+    "kubedevice.pluginwatcher.watcher",
     "kubedevice.watch",
     "kubedevice.node.admission",
     "kubedevice.node.http",
@@ -92,7 +94,7 @@ LOADED_AFTER_SERVING = (
     "kubedevice.node.podresources",
     "kubedevice.node.state",
     "kubedevice.node.views",
-    "kubedevice.plugin",
+    "kubedevice.plugin.",
     "kubedevice.conformance",
 )
 
@@ -108,6 +110,7 @@ def test_node_serves_kubelet_sock_before_loading_what_only_serving_needs(tmp_pat
     loaded = set(out.stdout.split())
     assert {"kubedevice.node.daemon", "kubedevice.manager.manager", "kubedevice.checkpoint"} <= loaded
     assert not {m for m in loaded if m.startswith(LOADED_AFTER_SERVING)}, out.stdout
+    assert "kubedevice.plugin" not in loaded
 
 
 def test_help_lists_every_tool() -> None:

@@ -27,17 +27,6 @@ class DialTimeouts:
     options: float
 
 
-@dataclass(frozen=True, slots=True)
-class WatcherOptions:
-    """The plugin watcher's: timeouts of its calls to a plugin of the plugins_registry directory, and
-    how often it looks at the directory where inotify cannot be used."""
-
-    dial: float
-    get_info: float
-    notify: float
-    interval: float = 0.15
-
-
 class EndpointLifecycle:
     """Connects plugins, follows their streams and turns stream ends into unhealthy devices."""
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from kubedevice.pluginwatcher.handler import PluginHandlerError
+
 
 class DeviceManagerError(Exception):
     """Base of every error the device manager raises on purpose."""
@@ -15,8 +17,10 @@ class RunOptionsError(DeviceManagerError):
     """A container cannot start: PreStartContainer failed or its devices are not known."""
 
 
-class RegistrationError(DeviceManagerError):
-    """A plugin's registration was refused; `invalid` tells a bad request from a failed connection."""
+class RegistrationError(DeviceManagerError, PluginHandlerError):
+    """A plugin's registration was refused; `invalid` tells a bad request from a failed connection.
+
+    Also a PluginHandlerError, so the plugin watcher reports it to a plugin of plugins_registry."""
 
     def __init__(self, message: str, *, invalid: bool = False) -> None:
         super().__init__(message)

@@ -27,9 +27,10 @@ from kubedevice.manager.allocator import ActivePods, AffinityStore, Allocator, C
 from kubedevice.manager.changes import ChangeListener
 from kubedevice.manager.checkpoint_restore import restore_checkpoint
 from kubedevice.manager.container_start import ContainerStart
-from kubedevice.manager.endpoint_lifecycle import DialTimeouts, EndpointLifecycle, WatcherOptions
+from kubedevice.manager.endpoint_lifecycle import DialTimeouts, EndpointLifecycle
 from kubedevice.manager.metrics import ManagerMetrics
 from kubedevice.manager.plugin_dir import clean_plugin_dir, make_plugin_dir, plugin_dir_is_empty
+from kubedevice.manager.plugin_handler import DevicePluginHandler, start_watching
 from kubedevice.manager.registration import MAX_UNIX_SOCKET_PATH, RegistrationServicer
 from kubedevice.manager.state import ManagerState
 from kubedevice.manager.topology_hints import TopologyHints
@@ -41,11 +42,12 @@ from kubedevice.manager.types import (
     RunContainerOptions,
     TopologyHint,
 )
+from kubedevice.pluginwatcher.handler import PluginHandler, WatcherOptions
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from kubedevice.manager.plugin_watcher import PluginWatcher
+    from kubedevice.pluginwatcher.watcher import PluginWatcher
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +132,8 @@ class DeviceManager:
         self._server: grpc.aio.Server | None = None
         # The plugin watcher is made once kubelet.sock is served: its imports are not start-up's cost.
         self._watcher_options = WatcherOptions(dial_timeout, get_info_timeout, notify_timeout, watch_interval)
+        #: The `DevicePlugin` handler, for a caller's own plugins_registry watcher (`GetWatcherHandler`).
+        self.plugin_handler: PluginHandler = DevicePluginHandler(self._endpoints)
         self._watcher: PluginWatcher | None = None
         self._status = "new"
 
@@ -147,7 +151,8 @@ class DeviceManager:
         leftovers = await asyncio.to_thread(self._store.remove_stale_temp_files)
         if leftovers:
             log.info("removed %d temporary checkpoint file(s) left by a crash", len(leftovers))
-        await self._read_checkpoint()
+        restored = await restore_checkpoint(self._state, self._store)
+        self.checkpoint_error, self.quarantined_checkpoint = restored.error, restored.quarantined
         removed = await asyncio.to_thread(clean_plugin_dir, self.plugin_dir, self._store.path.name)
         if removed:
             log.info("removed %d stale socket(s) from %s", len(removed), self.plugin_dir)
@@ -167,9 +172,7 @@ class DeviceManager:
         # nobody else may register (the directory's 0750 alone is no guarantee once it is shared).
         await asyncio.to_thread(os.chmod, self.socket_path, _SOCKET_MODE)
         if self.plugins_registry is not None:
-            from kubedevice.manager.plugin_watcher import start_watching  # see __init__
-
-            self._watcher = start_watching(self.plugins_registry, self._endpoints, self._watcher_options)
+            self._watcher = start_watching(self.plugins_registry, self.plugin_handler, self._watcher_options)
         log.info("device manager serving %s", self.socket_path)
 
     async def stop(self, grace: float = 1.0) -> None:
@@ -191,10 +194,6 @@ class DeviceManager:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
-
-    async def _read_checkpoint(self) -> None:
-        restored = await restore_checkpoint(self._state, self._store)
-        self.checkpoint_error, self.quarantined_checkpoint = restored.error, restored.quarantined
 
     @property
     def sources_ready(self) -> bool:

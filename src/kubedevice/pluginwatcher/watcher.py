@@ -1,36 +1,29 @@
-"""Plugin-watcher ("probe mode") registration through a plugins_registry directory.
+"""Registration through a plugins_registry directory (the kubelet's plugin manager and its reconciler).
 
 The directory is watched (inotify, or polling every `interval` where inotify cannot be used) and scanned
-again on every change and every RESCAN_S; a scan finds unix sockets; each new one is asked GetInfo, validated,
-connected like a kubelet.sock registration (the endpoint used as is) and told the outcome. A socket that
-disappears deregisters its plugin like a stream end. Hidden names (starting with ".") are ignored.
+again on every change and every RESCAN_S; a scan finds unix sockets; each new one is asked GetInfo, handed
+to the handler of its plugin type (validate, then register) and told the outcome. A socket that disappears
+deregisters its plugin; one that re-appears with a new identity is deregistered, then registered again.
+Hidden names (starting with ".") are ignored.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import stat
-from collections.abc import Awaitable, Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import grpc
 import grpc.aio
 
-from kubedevice.api.constants import DEVICE_PLUGIN_TYPE, SUPPORTED_VERSIONS, VERSION
 from kubedevice.api.pluginregistration.v1 import api_pb2 as reg
 from kubedevice.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from kubedevice.manager.endpoint import describe_rpc_error, dial
-from kubedevice.manager.errors import PluginCallError, RegistrationError
-from kubedevice.manager.registration import is_extended_resource_name
+from kubedevice.pluginwatcher.handler import PluginHandler, PluginHandlerError, WatcherOptions
 from kubedevice.watch import DirectoryWatch, Mask
-
-if TYPE_CHECKING:
-    from kubedevice.manager.endpoint_lifecycle import EndpointLifecycle, WatcherOptions
 
 log = logging.getLogger(__name__)
 
@@ -41,25 +34,18 @@ RESCAN_S = 10.0
 _Identity = tuple[int, int, int]
 
 
+@dataclass(frozen=True, slots=True)
+class _Registered:
+    type: str
+    name: str
+    endpoint: str
+
+
 @dataclass(slots=True)
 class _Plugin:
     identity: _Identity
     task: asyncio.Task[None] | None = None
-    #: (resource name, endpoint) once registered.
-    registered: tuple[str, str] | None = None
-
-
-def validate_plugin(name: str, versions: list[str]) -> None:
-    """The device manager's ValidatePlugin, with its texts."""
-    if not any(v in SUPPORTED_VERSIONS for v in versions):
-        raise RegistrationError(
-            f"manager version, {VERSION}, is not among plugin supported versions [{' '.join(versions)}]",
-            invalid=True,
-        )
-    if not is_extended_resource_name(name):
-        raise RegistrationError(
-            f'invalid name of device plugin socket: the ResourceName "{name}" is invalid', invalid=True
-        )
+    registered: _Registered | None = None
 
 
 def _not_hidden(name: str, _mask: Mask) -> bool:
@@ -83,20 +69,37 @@ def _scan(directory: Path) -> dict[str, _Identity]:
     return found
 
 
+async def _dial(socket_path: str, deadline: float) -> grpc.aio.Channel | None:
+    """A connected channel to a registration socket, or None (logged) when none comes within `deadline`."""
+    channel = grpc.aio.insecure_channel(
+        "unix://" + socket_path, options=(("grpc.default_authority", "localhost"),)
+    )
+    try:
+        await asyncio.wait_for(channel.channel_ready(), deadline)
+    except TimeoutError:
+        await channel.close(None)
+        log.warning("plugin registry socket %s: no connection within %g s", socket_path, deadline)
+        return None
+    except BaseException:
+        await channel.close(None)
+        raise
+    return channel
+
+
+def _describe(err: grpc.aio.AioRpcError, deadline: float) -> str:
+    if err.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return f"deadline of {deadline:g} s exceeded"
+    return f"rpc error: code = {err.code().name} desc = {err.details()}"
+
+
 class PluginWatcher:
-    """Watches `directory` and drives registrations through `register` / `deregister`."""
+    """Watches `directory` and drives registrations through `handlers`, keyed by PluginInfo.type."""
 
     def __init__(
-        self,
-        directory: Path,
-        register: Callable[[str, str], Awaitable[None]],
-        deregister: Callable[[str, str], Awaitable[None]],
-        *,
-        options: WatcherOptions,
+        self, directory: Path, handlers: Mapping[str, PluginHandler], *, options: WatcherOptions
     ) -> None:
         self._directory = directory
-        self._register = register
-        self._deregister = deregister
+        self._handlers = dict(handlers)
         self._options = options
         self._plugins: dict[str, _Plugin] = {}
         self._task: asyncio.Task[None] | None = None
@@ -104,16 +107,21 @@ class PluginWatcher:
             directory, relevant=_not_hidden, poll_interval=options.interval, name="plugins_registry"
         )
 
+    @property
+    def directory(self) -> Path:
+        return self._directory
+
     def start(self) -> None:
         self._directory.mkdir(mode=0o750, parents=True, exist_ok=True)
         self._watch.start()
         self._task = asyncio.create_task(self._run(), name=f"plugin-watcher {self._directory}")
 
     async def stop(self) -> None:
+        """Stop watching; registered plugins stay registered (their managers stop them)."""
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            # gather, not a suppressed CancelledError: a cancellation of the caller itself must go on.
+            await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
         await self._watch.stop()
         tasks = [p.task for p in self._plugins.values() if p.task is not None]
@@ -150,27 +158,35 @@ class PluginWatcher:
         if plugin.task is not None and not plugin.task.done():
             plugin.task.cancel()
             await asyncio.gather(plugin.task, return_exceptions=True)
-        if plugin.registered is not None:
-            name, endpoint = plugin.registered
-            log.info("plugin socket %s is gone: deregistering %s at %s", path, name, endpoint)
-            await self._deregister(name, endpoint)
+        done = plugin.registered
+        if done is not None:
+            log.info(
+                "plugin socket %s is gone: deregistering %s %s at %s",
+                path,
+                done.type,
+                done.name,
+                done.endpoint,
+            )
+            try:
+                await self._handlers[done.type].deregister_plugin(done.name, done.endpoint)
+            except Exception:
+                log.exception("deregistering %s %s at %s failed", done.type, done.name, done.endpoint)
 
     async def _handle(self, path: str, plugin: _Plugin) -> None:
-        try:
-            channel = await dial(path, self._options.dial)
-        except PluginCallError as err:
-            log.warning("plugin registry socket %s: %s", path, err)
+        channel = await _dial(path, self._options.dial)
+        if channel is None:
             return
         try:
             stub = reg_grpc.RegistrationStub(channel)
             try:
                 info = await stub.GetInfo(reg.InfoRequest(), timeout=self._options.get_info)
             except grpc.aio.AioRpcError as err:
-                log.warning("GetInfo on %s failed: %s", path, describe_rpc_error(err, self._options.get_info))
+                log.warning("GetInfo on %s failed: %s", path, _describe(err, self._options.get_info))
                 return
-            error = await self._register_info(path, info)
+            endpoint = info.endpoint or path
+            error = await self._register_info(path, info, endpoint)
             if error is None:
-                plugin.registered = (info.name, info.endpoint or path)
+                plugin.registered = _Registered(info.type, info.name, endpoint)
             else:
                 log.warning("%s", error)
             try:
@@ -182,30 +198,25 @@ class PluginWatcher:
                 log.warning(
                     "RegisterPlugin error -- failed to send registration status at socket %s, err: %s",
                     path,
-                    describe_rpc_error(err, self._options.notify),
+                    _describe(err, self._options.notify),
                 )
         finally:
             await channel.close(None)
 
-    async def _register_info(self, path: str, info: reg.PluginInfo) -> str | None:
+    async def _register_info(self, path: str, info: reg.PluginInfo, endpoint: str) -> str | None:
         """Register the plugin `info` describes; the error text to notify, None on success."""
-        if info.type != DEVICE_PLUGIN_TYPE:
+        handler = self._handlers.get(info.type)
+        if handler is None:
             return (
                 f"RegisterPlugin error -- no handler registered for plugin type: {info.type} at socket {path}"
             )
+        versions = list(info.supported_versions)
         try:
-            validate_plugin(info.name, list(info.supported_versions))
-        except RegistrationError as err:
+            handler.validate_plugin(info.name, endpoint, versions)
+        except PluginHandlerError as err:
             return f"RegisterPlugin error -- plugin validation failed with err: {err}"
         try:
-            await self._register(info.name, info.endpoint or path)
-        except RegistrationError as err:
+            await handler.register_plugin(info.name, endpoint, versions)
+        except PluginHandlerError as err:
             return f"RegisterPlugin error -- plugin registration failed with err: {err}"
         return None
-
-
-def start_watching(directory: Path, endpoints: EndpointLifecycle, options: WatcherOptions) -> PluginWatcher:
-    """A started watcher of `directory` whose plugins connect like kubelet.sock registrations."""
-    watcher = PluginWatcher(directory, endpoints.connect_client, endpoints.disconnect_client, options=options)
-    watcher.start()
-    return watcher
