@@ -23,6 +23,7 @@ from kubedevice.dra import (
 from kubedevice.dra.types import ClaimRef
 from tests.dra_manager_env import allocated, dra_manager_env, gpu, pod
 from tests.dra_plugin import PREPARE, UNPREPARE, Device
+from tests.waiting import poll_async
 
 DRIVER = "gpu.example.com"
 
@@ -293,7 +294,9 @@ async def test_reconcile_scenario_20_waits_for_sources_ready() -> None:
         assert await env.manager.reconcile() == 0
         assert plugin.calls_of(UNPREPARE) == []  # sources are not ready: nothing is known to be gone
         env.manager.sources_ready = True  # the pod's manifest is gone: env.active is empty
-        await plugin.wait_for_calls(2)
+        await poll_async(
+            lambda: not env.manager.pod_might_need_to_unprepare_resources("P"), "the reconcile pass"
+        )
         assert [c.claims for c in plugin.calls_of(UNPREPARE)] == [(ClaimRef("default", "u1", "c1"),)]
         assert env.checkpoint().claims == ()
 
@@ -368,9 +371,10 @@ async def test_unprepare_waits_for_its_driver_scenario_43() -> None:
         assert env.manager.pod_might_need_to_unprepare_resources("P")
         env.manager.sources_ready = True
         await plugin.start()  # registration runs a reconcile pass: the pod is not active
-        await plugin.wait_for_calls(2)
+        await poll_async(
+            lambda: not env.manager.pod_might_need_to_unprepare_resources("P"), "the reconcile pass"
+        )
         assert [c.method for c in plugin.calls] == [PREPARE, UNPREPARE]
-        assert not env.manager.pod_might_need_to_unprepare_resources("P")
 
 
 async def test_request_filtering_and_wipe_after_the_last_plugin_leaves() -> None:
@@ -400,10 +404,7 @@ async def test_request_filtering_and_wipe_after_the_last_plugin_leaves() -> None
         ]
         assert len(env.manager.get_resources(p, p.containers[1])) == 3
         await plugin.stop()
-        for _ in range(200):
-            if env.wiped:
-                break
-            await asyncio.sleep(0.05)
+        await poll_async(lambda: env.wiped, "the wipe of the driver's slices")
         assert env.wiped == [DRIVER]
         # Prepared claims outlive the driver's slices.
         assert env.manager.get_resources(p, p.containers[1])
