@@ -206,9 +206,9 @@ def _status(paths: NodePaths, path: str) -> Any:
         return None
 
 
-def _running(pods: list[dict[str, Any]]) -> dict[str, list[str]]:
+def _running(answer: dict[str, Any]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for p in pods:
+    for p in answer["pods"]:
         if p.get("phase") == "Running":
             out[p["name"]] = sorted(d for c in p["containers"] for d in c["devices"].get(GPU, []))
     return out

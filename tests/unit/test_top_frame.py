@@ -67,14 +67,16 @@ def test_a_resource_whose_plugin_is_gone_says_so_under_its_counts() -> None:
             }
         }
     }
-    pods = [
-        {
-            "namespace": "demo",
-            "name": "web",
-            "containers": [{"name": "main", "devices": {"example.com/nic": ["nic-0"]}}],
-        },
-        {"file": "bad.yaml", "error": "not a Pod"},
-    ]
+    pods = {
+        "pods": [
+            {
+                "namespace": "demo",
+                "name": "web",
+                "containers": [{"name": "main", "devices": {"example.com/nic": ["nic-0"]}}],
+            }
+        ],
+        "manifestErrors": [{"file": "bad.yaml", "error": "not a Pod"}],
+    }
     lines = _text(from_status("test node", node, pods))
     assert lines[2:6] == [
         "example.com/nic  2 devices: 1 held (1 unhealthy), 0 free, 1 unhealthy",

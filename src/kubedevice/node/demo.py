@@ -123,7 +123,7 @@ class _Demo:
 
     async def pods_have(self, predicate: Callable[[list[dict[str, Any]]], bool]) -> bool:
         try:
-            return predicate(await self.status("/pods"))
+            return predicate((await self.status("/pods"))["pods"])
         except StatusClientError:
             return False
 
@@ -153,7 +153,7 @@ class _Demo:
 
     async def trainer_devices(self) -> dict[str, Any]:
         """trainer's devices and the NUMA hint the topology manager chose for it."""
-        for pod in await self.status("/pods"):
+        for pod in (await self.status("/pods"))["pods"]:
             if pod.get("name") == "trainer":
                 container = pod["containers"][0]
                 return {**container["devices"], "hint": container["topologyHint"]}
@@ -162,7 +162,7 @@ class _Demo:
     async def aligned(self, name: str) -> bool:
         """Whether every device of pod `name` is on the single NUMA node of its hint."""
         numa = {r: info["numaNodes"] for r, info in (await self.status("/node"))["resources"].items()}
-        for pod in await self.status("/pods"):
+        for pod in (await self.status("/pods"))["pods"]:
             if pod.get("name") == name and pod.get("phase") == "Running":
                 container = pod["containers"][0]
                 nodes = {n for r, ids in container["devices"].items() for d in ids for n in numa[r][d]}

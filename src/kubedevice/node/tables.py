@@ -51,16 +51,13 @@ def print_node(console: Console, data: dict[str, Any]) -> None:
         )
 
 
-def print_pods(console: Console, data: list[dict[str, Any]]) -> None:
+def print_pods(console: Console, data: dict[str, Any]) -> None:
+    """The status API's `/pods` answer: the pods' table, then one line per manifest that could not be used."""
     table = Table(title="Pods")
     table.add_column("namespace/name", no_wrap=True)
     for column in ("phase", "container", "devices", "numa hint", "reason: message"):
         table.add_column(column)
-    errors = []
-    for entry in data:
-        if "error" in entry:
-            errors.append(entry)
-            continue
+    for entry in data["pods"]:
         containers = entry["containers"] or [{"name": "", "devices": {}}]
         for i, c in enumerate(containers):
             first = i == 0
@@ -73,7 +70,7 @@ def print_pods(console: Console, data: list[dict[str, Any]]) -> None:
                 (f"{entry['reason']}: {entry['message']}" if entry["reason"] else "") if first else "",
             )
     console.print(table)
-    for entry in errors:
+    for entry in data["manifestErrors"]:
         console.print(f"bad manifest {entry['file']}: {entry['error']}", highlight=False)
 
 

@@ -116,7 +116,10 @@ def pods_view(
     records: Iterable[PodRecord],
     bad_files: Mapping[str, str],
     topology: TopologyManager,
-) -> list[Any]:
-    out: list[Any] = [pod_view(manager, r, topology) for r in records]
-    out.extend({"file": f, "error": e} for f, e in sorted(bad_files.items()))
-    return out
+) -> dict[str, Any]:
+    """`{"pods": [pod, ...], "manifestErrors": [{"file", "error"}, ...]}`: a script iterating the pods
+    meets only pods; the files that could not be used are beside them."""
+    return {
+        "pods": [pod_view(manager, r, topology) for r in records],
+        "manifestErrors": [{"file": f, "error": e} for f, e in sorted(bad_files.items())],
+    }
