@@ -68,12 +68,8 @@ class DirectoryWatch:
                 except BaseException:
                     inotify.close()
                     raise
-            except FileNotFoundError:
-                # Not a failure of inotify: the owner looks again when the directory appears (the plugin
-                # SDK then watches it with inotify).
-                log.info("waiting for %s to exist (looking every %.2fs)", self.directory, self._poll_interval)
             except OSError as err:
-                log.warning(
+                log.info(
                     "inotify unavailable for %s (%s); polling every %.2fs",
                     self.directory,
                     err.strerror or err,

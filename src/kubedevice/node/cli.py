@@ -12,8 +12,6 @@ import logging
 import os
 import signal
 import sys
-from pathlib import Path
-
 import typer
 
 from kubedevice.console import parse_log_level
@@ -25,6 +23,7 @@ from kubedevice.node.options import (
     check_folder,
     default_root_dir,
     fail,
+    folder_option,
     parse_http_addr,
 )
 from kubedevice.topology import TopologyConfig, TopologyConfigError, parse_option_pairs, validate_config
@@ -58,8 +57,9 @@ def _topology_config(policy: str, scope: str, options: str) -> TopologyConfig:
 
 
 def node(
-    root_dir: Path | None = typer.Option(None, "--root-dir", help=ROOT_HELP),
-    pod_manifest_path: Path | None = typer.Option(
+    # Text, not Path: typer would turn "" into ".", the current folder.
+    root_dir: str | None = typer.Option(None, "--root-dir", help=ROOT_HELP),
+    pod_manifest_path: str | None = typer.Option(
         None, "--pod-manifest-path", help="Folder of Pod manifests [default: ROOT/manifests]."
     ),
     stop_grace_period: str = typer.Option(
@@ -108,6 +108,8 @@ def node(
     ),
 ) -> None:
     """Run the node daemon: device manager, pods from manifests, PodResources and the status API."""
+    root = folder_option("--root-dir", root_dir) or default_root_dir()
+    manifests = folder_option("--pod-manifest-path", pod_manifest_path)
     try:
         tcp = parse_http_addr(http_addr) if http_addr is not None else None
     except ValueError as err:
@@ -117,13 +119,12 @@ def node(
     )
     if numa_nodes is not None and numa_nodes < 1:
         fail(f"--numa-nodes: {numa_nodes} is not a NUMA node count — give 1 or more")
-    root = root_dir if root_dir is not None else default_root_dir()
     check_folder("--root-dir", root)
-    if pod_manifest_path is not None:
-        check_folder("--pod-manifest-path", pod_manifest_path)
+    if manifests is not None:
+        check_folder("--pod-manifest-path", manifests)
     config = NodeConfig(
         root_dir=root,
-        pod_manifest_path=pod_manifest_path,
+        pod_manifest_path=manifests,
         stop_grace_period=_duration("--stop-grace-period", stop_grace_period),
         http_addr=tcp,
         admission_wait=_duration("--admission-wait", admission_wait),

@@ -22,6 +22,8 @@ from kubedevice.checkpoint import WRITE_STAGES
 from kubedevice.topology import TopologyConfig
 
 _DIR_MODE = 0o750
+#: The longest unix socket path Linux accepts (sun_path is 108 bytes with the terminating NUL).
+_MAX_SOCKET_PATH = 107
 #: Test-only: "STAGE:PROBABILITY:SEED" makes the daemon SIGKILL itself at that stage of checkpoint writes.
 CHECKPOINT_FAULT_ENV = "KUBEDEVICE_TEST_CHECKPOINT_FAULT"
 
@@ -60,6 +62,21 @@ class NodePaths:
     @property
     def state_file(self) -> Path:
         return self.root / "pod_state.json"
+
+    def socket_path_problem(self) -> str | None:
+        """Why a socket of the daemon could not be served under this root (too long a path), or None.
+
+        Checked before anything is created, so a refused start leaves no folder behind.
+        """
+        for socket_path in (self.kubelet_socket, self.pod_resources_socket, self.status_socket):
+            size = len(str(socket_path).encode())
+            if size > _MAX_SOCKET_PATH:
+                return (
+                    f"root {self.root} is too long: {socket_path} is {size} bytes, over the "
+                    f"{_MAX_SOCKET_PATH}-byte unix socket path limit — give a root of at most "
+                    f"{len(str(self.root).encode()) - (size - _MAX_SOCKET_PATH)} bytes"
+                )
+        return None
 
     @classmethod
     def under(cls, root: Path, manifests: Path | None = None) -> NodePaths:
