@@ -11,7 +11,6 @@ import json
 import os
 import stat
 import time
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -26,7 +25,7 @@ from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from kubedevice.console import make_console
 from kubedevice.node.config import NodePaths
 from kubedevice.node.http import StatusClientError, get
-from kubedevice.node.options import ROOT_HELP, default_root_dir, fail
+from kubedevice.node.options import ROOT_HELP, fail, root_option
 from kubedevice.node.tables import print_node, print_pods
 
 podresources_app = typer.Typer(
@@ -39,11 +38,11 @@ podresources_app = typer.Typer(
 )
 
 
-def _node_paths(root_dir: Path | None) -> NodePaths:
-    return NodePaths.under(root_dir if root_dir is not None else default_root_dir())
+def _node_paths(root_dir: str | None) -> NodePaths:
+    return NodePaths.under(root_option(root_dir))
 
 
-def _status_get(root_dir: Path | None, path: str) -> Any:
+def _status_get(root_dir: str | None, path: str) -> Any:
     paths = _node_paths(root_dir)
     try:
         body = asyncio.run(get(paths.status_socket, path))
@@ -52,7 +51,7 @@ def _status_get(root_dir: Path | None, path: str) -> Any:
     return json.loads(body)
 
 
-def _wait_allocatable(root_dir: Path | None, resources: list[str], timeout: float) -> Any:
+def _wait_allocatable(root_dir: str | None, resources: list[str], timeout: float) -> Any:
     """The daemon's /node answer once every resource has an allocatable device.
 
     A daemon that is not answering yet is waited for too: the README starts it in the background and
@@ -80,7 +79,8 @@ def _wait_allocatable(root_dir: Path | None, resources: list[str], timeout: floa
 
 
 def status(
-    root_dir: Path | None = typer.Option(None, "--root-dir", help=ROOT_HELP),
+    # Text, not Path: typer would turn "" into ".", the current folder.
+    root_dir: str | None = typer.Option(None, "--root-dir", help=ROOT_HELP, metavar="PATH"),
     as_json: bool = typer.Option(False, "--json", help="Print the daemon's JSON answer."),
     wait_for: list[str] = typer.Option(
         [],
@@ -98,7 +98,7 @@ def status(
 
 
 def pods(
-    root_dir: Path | None = typer.Option(None, "--root-dir", help=ROOT_HELP),
+    root_dir: str | None = typer.Option(None, "--root-dir", help=ROOT_HELP, metavar="PATH"),
     as_json: bool = typer.Option(False, "--json", help="Print the daemon's JSON answer."),
 ) -> None:
     """The node's pods: phase, devices and run options per container, and manifests that could not be read."""

@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import sys
+
 import typer
 
 from kubedevice.console import parse_log_level
@@ -21,10 +22,10 @@ from kubedevice.node.options import (
     EXIT_USAGE,
     ROOT_HELP,
     check_folder,
-    default_root_dir,
     fail,
     folder_option,
     parse_http_addr,
+    root_option,
 )
 from kubedevice.topology import TopologyConfig, TopologyConfigError, parse_option_pairs, validate_config
 
@@ -58,9 +59,9 @@ def _topology_config(policy: str, scope: str, options: str) -> TopologyConfig:
 
 def node(
     # Text, not Path: typer would turn "" into ".", the current folder.
-    root_dir: str | None = typer.Option(None, "--root-dir", help=ROOT_HELP),
+    root_dir: str | None = typer.Option(None, "--root-dir", help=ROOT_HELP, metavar="PATH"),
     pod_manifest_path: str | None = typer.Option(
-        None, "--pod-manifest-path", help="Folder of Pod manifests [default: ROOT/manifests]."
+        None, "--pod-manifest-path", help="Folder of Pod manifests [default: ROOT/manifests].", metavar="PATH"
     ),
     stop_grace_period: str = typer.Option(
         "5m", "--stop-grace-period", help="How long a resource whose plugin died stays in capacity."
@@ -108,7 +109,7 @@ def node(
     ),
 ) -> None:
     """Run the node daemon: device manager, pods from manifests, PodResources and the status API."""
-    root = folder_option("--root-dir", root_dir) or default_root_dir()
+    root = root_option(root_dir)
     manifests = folder_option("--pod-manifest-path", pod_manifest_path)
     try:
         tcp = parse_http_addr(http_addr) if http_addr is not None else None

@@ -118,7 +118,8 @@ class NodeDaemon:
         from kubedevice.node.http import Response
 
         manager, topology = self._require_manager(), self._require_topology()
-        return Response.json(views.node_view(manager, self.paths.checkpoint, topology))
+        scope = self.config.topology.scope
+        return Response.json(views.node_view(manager, self.paths.checkpoint, topology, scope))
 
     def _pods_response(self) -> Response:
         from kubedevice.node import views

@@ -18,6 +18,7 @@ __all__ = [
     "fail",
     "folder_option",
     "parse_http_addr",
+    "root_option",
 ]
 
 
@@ -51,6 +52,11 @@ def folder_option(flag: str, text: str | None) -> Path | None:
     if not text.strip():
         fail(f"{flag} is empty — give a folder, or leave the option out for its default")
     return Path(text)
+
+
+def root_option(text: str | None) -> Path:
+    """`--root-dir` of every command: the default state folder when not given; "" fails (it means ".")."""
+    return folder_option("--root-dir", text) or default_root_dir()
 
 
 def check_folder(flag: str, path: Path) -> None:

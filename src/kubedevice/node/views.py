@@ -24,7 +24,10 @@ def _numa_nodes(manager: DeviceManager, resource: str) -> dict[str, list[int]]:
     return {d: list(n) for d, n in sorted(manager.device_topology(resource).items())}
 
 
-def node_view(manager: DeviceManager, checkpoint_path: Path, topology: TopologyManager) -> dict[str, Any]:
+def node_view(
+    manager: DeviceManager, checkpoint_path: Path, topology: TopologyManager, scope: str
+) -> dict[str, Any]:
+    """The `/node` answer; `scope` is the configured topology manager scope."""
     capacity, allocatable, _deleted = manager.get_capacity()
     resources: dict[str, Any] = {}
     for status in manager.registered_resources():
@@ -55,7 +58,7 @@ def node_view(manager: DeviceManager, checkpoint_path: Path, topology: TopologyM
         "allocatable": dict(sorted(allocatable.items())),
         "resources": resources,
         "checkpoint": {"path": str(checkpoint_path), "error": manager.checkpoint_error},
-        "topology": topology_view(topology),
+        "topology": topology_view(topology, scope),
         "registrationSocket": str(manager.socket_path),
     }
 

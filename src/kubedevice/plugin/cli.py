@@ -63,6 +63,9 @@ def _common(
     log_level: str,
 ) -> _Common:
     parse_log_level(log_level)
+    for flag, folder in (("--plugin-dir", plugin_dir), ("--registry-dir", registry_dir)):
+        if not folder.strip():
+            fail(f"{flag} is empty — give a folder, or leave the option out for its default")
     return _Common(plugin_dir, plugin_watcher, registry_dir, metrics_port, inotify, log_level.upper())
 
 
@@ -198,9 +201,15 @@ def _run(
     except ConfigError as exc:
         _usage_error(str(exc))
     except OSError as exc:
-        # e.g. the metrics port is taken: the environment, not a bug; still one line, no traceback.
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
+        # e.g. the metrics port is taken: a setting that cannot be used, as in every command (exit 2, one
+        # line, the errno's text rather than "[Errno 98] ...").
+        reason = exc.strerror or str(exc)
+        if exc.filename:
+            fail(f"{exc.filename}: {reason} — check --plugin-dir and --registry-dir")
+        if common.metrics_port is not None:  # the one listen address of a plugin
+            port = common.metrics_port
+            fail(f"cannot serve metrics on port {port}: {reason} — choose another --metrics-port")
+        fail(f"{reason} — check the plugin's settings")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
