@@ -188,7 +188,9 @@ def test_bad_topology_flags_are_one_line_and_exit_2(
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize(("flags", "scope"), [([], "container"), (["--topology-manager-scope", "pod"], "pod")])
+@pytest.mark.parametrize(
+    ("flags", "scope"), [([], "container"), (["--topology-manager-scope", "pod"], "pod")]
+)
 def test_status_under_policy_none_shows_the_configured_scope(
     node: NodeProcesses, flags: list[str], scope: str
 ) -> None:
