@@ -97,3 +97,10 @@ def test_a_bare_socket_without_get_allocatable_shows_held_devices_of_unknown_hea
     assert lines[0] == "PodResources at S (no GetAllocatableResources: held devices only)"
     assert f"{GPU}  2 devices listed: 2 held (2 health unknown), 0 free" in lines
     assert "  NUMA 0   ?1" in lines and "  NUMA 1   ?1" in lines
+
+
+def test_one_device_is_counted_in_the_singular() -> None:
+    held = (HeldDevice("ml", "train", "main", GPU, "gpu-0", (0,)),)
+    lines = _text(from_podresources("PodResources at S", PodResourcesView(held, None)))
+    assert f"{GPU}  1 device listed: 1 held (1 health unknown), 0 free" in lines
+    assert not any("1 devices" in line or "1 pods" in line for line in lines), lines

@@ -41,6 +41,7 @@ from kubedevice.manager.types import (
     RunContainerOptions,
     TopologyHint,
 )
+from kubedevice.wording import counted
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -146,11 +147,11 @@ class DeviceManager:
         await asyncio.to_thread(make_plugin_dir, self.plugin_dir)
         leftovers = await asyncio.to_thread(self._store.remove_stale_temp_files)
         if leftovers:
-            log.info("removed %d temporary checkpoint file(s) left by a crash", len(leftovers))
+            log.info("removed %s left by a crash", counted(len(leftovers), "temporary checkpoint file"))
         await self._read_checkpoint()
         removed = await asyncio.to_thread(clean_plugin_dir, self.plugin_dir, self._store.path.name)
         if removed:
-            log.info("removed %d stale socket(s) from %s", len(removed), self.plugin_dir)
+            log.info("removed %s from %s", counted(len(removed), "stale socket"), self.plugin_dir)
         server = grpc.aio.server()
         dp_grpc.add_RegistrationServicer_to_server(
             RegistrationServicer(self.plugin_dir, self._endpoints.connect_client, self.metrics), server
