@@ -214,7 +214,7 @@ def _run(
 
 def main(argv: Sequence[str] | None = None) -> None:
     """`python -m kubedevice.plugin.cli ARGS` runs `kubedevice plugin ARGS`, through the root command."""
-    from kubedevice.cli import app as root
+    from kubedevice.cli_group import app as root
 
     root(args=["plugin", *(sys.argv[1:] if argv is None else argv)], prog_name="kubedevice")
 
