@@ -12,11 +12,11 @@ import logging
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
 from kubedevice.console import parse_log_level
-from kubedevice.node.daemon import NodeConfig, NodeDaemon, NodeStartError
 from kubedevice.node.durations import parse_duration
 from kubedevice.node.options import (
     EXIT_USAGE,
@@ -28,6 +28,9 @@ from kubedevice.node.options import (
     root_option,
 )
 from kubedevice.topology import TopologyConfig, TopologyConfigError, parse_option_pairs, validate_config
+
+if TYPE_CHECKING:
+    from kubedevice.node.daemon import NodeConfig
 
 
 def _duration(option: str, text: str) -> float:
@@ -123,6 +126,9 @@ def node(
     check_folder("--root-dir", root)
     if manifests is not None:
         check_folder("--pod-manifest-path", manifests)
+    # Here: `node --help` and a refused flag need no daemon (the manager, gRPC, the checkpoint code).
+    from kubedevice.node.daemon import NodeConfig
+
     config = NodeConfig(
         root_dir=root,
         pod_manifest_path=manifests,
@@ -158,6 +164,8 @@ async def _run_node(config: NodeConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    from kubedevice.node.daemon import NodeDaemon, NodeStartError
+
     daemon = NodeDaemon(config)
     try:
         await daemon.start()
