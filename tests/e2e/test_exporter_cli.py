@@ -109,7 +109,7 @@ def _from_pods_json(node: NodeProcesses) -> set[tuple[str, ...]]:
     result = run_cli("pods", "--root-dir", str(node.root), "--json")
     assert result.returncode == 0, result.stderr
     out: set[tuple[str, ...]] = set()
-    for pod in json.loads(result.stdout):
+    for pod in json.loads(result.stdout)["pods"]:
         if pod.get("phase") not in ("Pending", "Running"):
             continue
         for c in pod["containers"]:

@@ -81,8 +81,8 @@ def test_admission_status_pods_and_podresources(node: NodeProcesses) -> None:
     # allocatable stays 4 while 2 are held: allocated and free say what a new pod can get
     assert (status["resources"][GPU]["allocated"], status["resources"][GPU]["free"]) == (2, 2)
     assert status["checkpoint"] == {"path": str(node.paths.checkpoint), "error": None}
-    pods = _json_cli(node, "pods")
-    assert isinstance(pods, list) and {p["name"]: p["phase"] for p in pods} == {
+    answer = _json_cli(node, "pods")
+    assert answer["manifestErrors"] == [] and {p["name"]: p["phase"] for p in answer["pods"]} == {
         "fits": "Running",
         "big": "Failed",
     }
