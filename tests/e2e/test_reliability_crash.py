@@ -238,7 +238,7 @@ def _daemon_lifetime(
         ledger.admitted = {n: d for n, d in ledger.admitted.items() if n in present}
         ledger.check_restored(life, {n: d for n, d in _running(pods).items()})
         ledger.ran &= present
-        phases = {p["name"]: p for p in pods}
+        phases = {p["name"]: p for p in pods["pods"]}
         for name in sorted(ledger.ran):
             pod = phases.get(name, {})
             if pod.get("phase") != "Running":
