@@ -28,6 +28,7 @@ from rich.table import Table
 
 from bench import (
     admission,
+    cli_startup,
     daemon_admission,
     dra_prepare,
     exporter,
@@ -52,6 +53,7 @@ SCENARIOS: dict[str, Scenario] = {
     memory.NAME: memory.run,
     exporter.NAME: exporter.run,
     topology.NAME: topology.run,
+    cli_startup.NAME: cli_startup.run,
 }
 RESULTS = Path(__file__).with_name("results.json")
 

@@ -200,7 +200,7 @@ def write_manifests(folder: Path, count: int, quantity: str) -> None:
 
 
 async def check_all_running(procs: Processes, pods: int) -> None:
-    listed = await procs.status("/pods")
+    listed = (await procs.status("/pods"))["pods"]
     running = sum(1 for p in listed if p.get("phase") == "Running")
     if running != pods:
         raise RuntimeError(f"the daemon logged {pods} pods Running but /pods lists {running}")

@@ -110,7 +110,12 @@ class NodeProcesses:
     def pods(self) -> list[dict[str, Any]]:
         data = self.try_status("/pods")
         assert data is not None, f"the daemon does not answer: {self.log('daemon')}"
-        return list(data)
+        return list(data["pods"])
+
+    def manifest_errors(self) -> dict[str, str]:
+        data = self.try_status("/pods")
+        assert data is not None, f"the daemon does not answer: {self.log('daemon')}"
+        return {e["file"]: e["error"] for e in data["manifestErrors"]}
 
     def pod(self, name: str) -> dict[str, Any] | None:
         for entry in self.pods():
@@ -133,7 +138,7 @@ class NodeProcesses:
 
     def wait_phase(self, name: str, phase: str) -> dict[str, Any]:
         def check() -> dict[str, Any] | None:
-            pods = self.try_status("/pods") or []
+            pods = (self.try_status("/pods") or {"pods": []})["pods"]
             return next((p for p in pods if p.get("name") == name and p.get("phase") == phase), None)
 
         return wait_for(check, f"pod {name} to be {phase}")

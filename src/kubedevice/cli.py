@@ -1,148 +1,84 @@
 """The `kubedevice` command: one entry point, a sub-command per tool.
 
 Each tool's commands are imported only when they run: `kubedevice plugin fake` never loads the node daemon,
-and `kubedevice node` never loads the plugin SDK or the conformance checker. Start-up time matters here:
-the daemon restarting is the kubelet restarting, and plugins are started by the hundred in tests.
+`kubedevice node` never loads the plugin SDK or the conformance checker, and `kubedevice --help` lists the
+tools from the table below without importing any of them. `--version` answers before typer is imported.
+Start-up time matters here: the daemon restarting is the kubelet restarting, plugins are started by the
+hundred in tests, and `status` is what a script runs in a loop.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
-from typing import Any, NoReturn
 
-import typer
-from typer._click.exceptions import NoArgsIsHelpError, UsageError
-from typer.core import TyperGroup
-
-from kubedevice import __version__
-from kubedevice.console import command_name, fail
-
-#: command name -> the module that adds it, by a `register(app)` function or, failing that, as its `app`.
-SUBCOMMANDS: dict[str, str] = {
-    "checkpoint": "kubedevice.checkpoint.cli",
-    "conformance": "kubedevice.conformance.cli",
-    "demo": "kubedevice.node.cli",
-    "exporter": "kubedevice.exporter.cli",
-    "node": "kubedevice.node.cli",
-    "plugin": "kubedevice.plugin.cli",
-    "podresources": "kubedevice.client.cli",
-    "pods": "kubedevice.client.cli",
-    "status": "kubedevice.client.cli",
-    "top": "kubedevice.top.cli",
-}
+#: What `kubedevice --help` says the command is.
+DESCRIPTION = "The Kubernetes device plugin framework: node daemon, plugin SDK and tools."
 
 
-def _commands_of(module_name: str, command: str) -> dict[str, Any]:
-    module = importlib.import_module(module_name)
-    holder = typer.Typer(rich_markup_mode=None)
-    holder.callback()(lambda: None)  # a callback keeps a one-command app a group
-    if hasattr(module, "register"):
-        module.register(holder)
-    else:
-        holder.add_typer(module.app, name=command)
-    group = typer.main.get_command(holder)
-    assert isinstance(group, TyperGroup)
-    _plain_metavars(group)
-    return dict(group.commands)
+class Subcommand:
+    """A tool's command, known without importing it. (A plain class: `--version` imports not even typing.)"""
+
+    __slots__ = ("module", "summary")
+
+    def __init__(self, module: str, summary: str) -> None:
+        #: The module that adds the command, by a `register(app)` function or, failing that, as its `app`.
+        self.module = module
+        #: The first line of the command's own help, listed by `kubedevice --help` (a test keeps them equal).
+        self.summary = summary
 
 
-#: Placeholders in help and usage lines: plain capitals, as in man pages, never `<path>` or `{path}`
-#: (which reads like the conformance checker's `{plugin_dir}` token). Keys are click's type names.
-_METAVARS = {"path": "PATH", "text": "TEXT", "str": "TEXT", "integer": "N", "int": "N", "float": "NUMBER"}
-
-
-def _plain_metavars(command: Any) -> None:
-    for param in getattr(command, "params", []):
-        if param.param_type_name == "argument":
-            # An argument is shown by its name (PATH, -- COMMAND [ARGS...]), in usage lines too.
-            param.metavar = param.metavar or param.name.upper()
-            if param.required and param.nargs == 1:
-                param.make_metavar = lambda ctx=None, usage=False, name=param.metavar: name
-            continue
-        if getattr(param, "is_flag", False) or getattr(param, "metavar", None):
-            continue
-        choices = param.type.get_metavar(param, ctx=None)
-        if choices:  # choices read best as they are: a|b
-            param.metavar = choices.strip("[]")
-        else:
-            kind = param.type.name.split()[0]  # "integer range" is still an integer
-            param.metavar = _METAVARS.get(kind, kind.upper())
-    for sub in getattr(command, "commands", {}).values():
-        _plain_metavars(sub)
-
-
-class _LazyGroup(TyperGroup):
-    def list_commands(self, ctx: Any) -> list[str]:
-        return sorted(set(super().list_commands(ctx)) | set(SUBCOMMANDS))
-
-    def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        if cmd_name in SUBCOMMANDS and cmd_name not in self.commands:
-            self.commands.update(_commands_of(SUBCOMMANDS[cmd_name], cmd_name))
-        return super().get_command(ctx, cmd_name)
-
-    def invoke(self, ctx: Any) -> Any:
-        # Every usage error of every sub-command is one `error: ...` line on stderr with exit code 2,
-        # not a usage box: scripts and the tests read stderr. `--help` and a bare group still show help.
-        try:
-            return super().invoke(ctx)
-        except NoArgsIsHelpError:
-            raise
-        except UsageError as err:
-            command = err.ctx.command_path if err.ctx is not None else _attempted(ctx)
-            _usage_error(command, err.format_message())
-
-
-def _usage_error(command_path: str, message: str) -> NoReturn:
-    """Every usage error of every command: one line, what was wrong and what to do, exit code 2."""
-    fail(message.rstrip("."), command=command_name(command_path))
-
-
-def _attempted(ctx: Any) -> str:
-    """The command line's command path, when the error came before the sub-command had a context."""
-    return " ".join(w for w in (ctx.command_path, ctx.invoked_subcommand) if w)
-
-
-app = typer.Typer(
-    rich_markup_mode=None,
-    name="kubedevice",
-    cls=_LazyGroup,
-    help="The Kubernetes device plugin framework: node daemon, plugin SDK and tools.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-
-def _print_version(value: bool) -> None:
-    if value:
-        typer.echo(f"kubedevice {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def main(
-    version: bool = typer.Option(
-        False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "checkpoint": Subcommand(
+        "kubedevice.checkpoint.cli",
+        "Inspect and verify a kubelet_internal_checkpoint file (v2, and the pre-1.20 v1).",
     ),
-) -> None:
-    """The Kubernetes device plugin framework: node daemon, plugin SDK and tools."""
+    "conformance": Subcommand(
+        "kubedevice.conformance.cli",
+        "Check a device plugin the way a kubelet would meet it, in seconds and without a cluster.",
+    ),
+    "demo": Subcommand(
+        "kubedevice.node.cli",
+        "Play the device manager's stories with real processes: admission, a kubelet restart, a plugin "
+        "death.",
+    ),
+    "exporter": Subcommand(
+        "kubedevice.exporter.cli",
+        "Export which pod holds which device-plugin device, allocatable and free devices, checkpoint health.",
+    ),
+    "node": Subcommand(
+        "kubedevice.node.cli",
+        "Run the node daemon: device manager, pods from manifests, PodResources and the status API.",
+    ),
+    "plugin": Subcommand(
+        "kubedevice.plugin.cli", "Run a ready device plugin beside a kubelet (or kubedevice's node daemon)."
+    ),
+    "podresources": Subcommand(
+        "kubedevice.client.podresources_cli",
+        "Ask a PodResources v1 socket (the node daemon's, or a real kubelet's) what pods hold.",
+    ),
+    "pods": Subcommand(
+        "kubedevice.client.cli",
+        "The node's pods: phase, devices and run options per container, and manifests that could not be "
+        "read.",
+    ),
+    "status": Subcommand(
+        "kubedevice.client.cli",
+        "The node's device-plugin resources: capacity, allocatable, devices, endpoints.",
+    ),
+    "top": Subcommand(
+        "kubedevice.top.cli",
+        "Live view of the node's devices per resource and NUMA node: free, held (by which pod), unhealthy.",
+    ),
+}
 
 
 def run() -> None:
     """Console-script entry point."""
-    command = typer.main.get_command(app)
-    try:
-        code = command.main(prog_name="kubedevice", standalone_mode=False)
-    except NoArgsIsHelpError as err:
-        typer.echo(err.format_message())
-        sys.exit(2)
-    except UsageError as err:
-        # An unknown global option or command fails before any sub-command's context exists.
-        try:
-            _usage_error(err.ctx.command_path if err.ctx is not None else "kubedevice", err.format_message())
-        except typer.Exit as exit_:
-            sys.exit(exit_.exit_code)
-    except typer.Abort:
-        sys.exit(130)  # Ctrl-C
-    sys.exit(code if isinstance(code, int) else 0)
+    if sys.argv[1:] == ["--version"]:
+        from kubedevice import __version__
+
+        print(f"kubedevice {__version__}")
+        sys.exit(0)
+    from kubedevice.cli_group import run as run_group
+
+    run_group()

@@ -68,7 +68,7 @@ def test_every_vector_verifies(tmp_path: Path, name: str) -> None:
 
 def test_verify_line(tmp_path: Path) -> None:
     done = run("verify", str(_file(tmp_path, TEGRA)))
-    assert done.stdout == "OK: checksum 3660592824, 1 entries, 1 resources, format v2\n"
+    assert done.stdout == "OK: checksum 3660592824, 1 entry, 1 resource, format v2\n"
 
 
 def test_verify_of_a_flipped_checksum_names_both_numbers(tmp_path: Path) -> None:

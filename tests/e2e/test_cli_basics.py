@@ -34,7 +34,7 @@ def test_unknown_command_is_a_usage_error() -> None:
 def test_each_tool_loads_only_its_own_modules() -> None:
     # `kubedevice plugin ...` must not pay for the node daemon, nor the daemon for the SDK or the checker.
     probe = (
-        "import sys; from kubedevice.cli import app; import typer.main; "
+        "import sys; from kubedevice.cli_group import app; import typer.main; "
         "group = typer.main.get_command(app); "
         "ctx = group.make_context('kubedevice', [sys.argv[1]], resilient_parsing=True); "
         "group.get_command(ctx, sys.argv[1]); "
@@ -58,6 +58,62 @@ def test_each_tool_loads_only_its_own_modules() -> None:
     # Nor does the daemon load before serving what only a table, a manifest or a status view needs.
     assert not {m for m in node if m.startswith(("rich", "yaml", "kubedevice.node.views"))}
     assert not {m for m in node if m.startswith(("prometheus_client", "kubedevice.node.pod_sync"))}
+
+
+#: Run as `python -c PROBE ARGS...`: `kubedevice ARGS...`, then a last line with the modules it loaded.
+EXIT_PROBE = """
+import atexit, sys
+atexit.register(lambda: print("MODULES", " ".join(sorted(sys.modules)), flush=True))
+sys.argv = ["kubedevice", *sys.argv[1:]]
+from kubedevice.cli import run
+run()
+"""
+
+#: Every tool's package: what a command that is not that tool must not load.
+TOOL_MODULES = tuple(
+    f"kubedevice.{p}" for p in ("checkpoint", "client", "conformance", "exporter", "node", "plugin", "top")
+)
+
+
+def _loaded_by(*args: str) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", EXIT_PROBE, *args], capture_output=True, text=True, timeout=60
+    )
+    [line] = [line for line in out.stdout.splitlines() if line.startswith("MODULES ")]
+    return set(line.split()[1:])
+
+
+def test_the_command_list_and_the_version_load_no_tool() -> None:
+    listing = _loaded_by("--help")
+    assert not {m for m in listing if m.startswith((*TOOL_MODULES, "rich", "grpc", "google.protobuf"))}
+    version = _loaded_by("--version")
+    assert not {m for m in version if m.startswith(("typer", "kubedevice.cli_group", "typing"))}
+
+
+def test_status_and_pods_load_neither_grpc_nor_the_daemon_nor_tables_to_fail() -> None:
+    root = Path("/nonexistent-kubedevice-root")
+    for command in ("status", "pods"):
+        loaded = _loaded_by(command, "--root-dir", str(root))
+        assert "kubedevice.client.cli" in loaded
+        heavy = ("grpc", "google.protobuf", "rich", "kubedevice.checkpoint", "kubedevice.topology")
+        assert not {
+            m for m in loaded if m.startswith((*heavy, "kubedevice.manager", "kubedevice.node.config"))
+        }
+
+
+def test_the_command_list_says_what_each_tool_says_of_itself() -> None:
+    """`kubedevice --help` lists each tool from a table, without importing it: the table must not drift."""
+    import typer.main
+
+    from kubedevice.cli import SUBCOMMANDS
+    from kubedevice.cli_group import app
+
+    group = typer.main.get_command(app)
+    ctx = group.make_context("kubedevice", ["--help"], resilient_parsing=True)
+    for name, entry in SUBCOMMANDS.items():
+        command = group.get_command(ctx, name)
+        assert command is not None and command.help is not None, name
+        assert command.help.split("\n\n")[0].replace("\n", " ") == entry.summary, name
 
 
 #: Run as `python -c PROBE ROOT`: `kubedevice node --root-dir ROOT`, which prints the modules loaded when

@@ -146,8 +146,8 @@ def test_every_option_of_the_sdk_fake_plugin_passes(runs: Mapping[str, Run]) -> 
     assert {result for result, _ in run.rows.values()} == {"PASS"}
     assert "GetPreferredAllocation advertised and answers" in run.rows["options"][1]
     assert "(the kubelet allows 30 s)" in run.rows["pre-start"][1]
-    assert "4 CDI device(s)" in run.rows["allocate"][1]
-    assert "4 CDI device(s) defined by specs in /etc/cdi, " in run.rows["allocate"][1]
+    assert "4 CDI devices" in run.rows["allocate"][1]
+    assert "4 CDI devices defined by specs in /etc/cdi, " in run.rows["allocate"][1]
 
 
 NOT_REGISTERED = "not run: the registration was refused"
@@ -157,7 +157,7 @@ def test_bad_numa_reporting_is_a_warning_naming_the_devices(runs: Mapping[str, R
     run = runs["bad_numa"]
     assert_only(
         run,
-        {"topology": ("WARN", "devices dev-3 report NUMA node(s) [7] that this node does not have")},
+        {"topology": ("WARN", "devices dev-3 report NUMA node [7] that this node does not have")},
         passed=True,
     )
     detail = run.rows["topology"][1]
@@ -171,21 +171,20 @@ def test_a_shared_fake_plugin_that_refuses_multiple_replicas_passes(runs: Mappin
     run = runs["sdk-fake-shared"]
     assert_only(run, {}, passed=True)
     assert {result for result, _ in run.rows.values()} == {"PASS"}
-    assert "12 device(s), 12 healthy" in run.rows["list-and-watch"][1]
+    assert "12 devices, 12 healthy" in run.rows["list-and-watch"][1]
     # A plugin may refuse more devices than it gives one container: the kubelet fails only those pods.
     allocate = run.rows["allocate"][1]
-    assert "1 device(s) -> 0 device spec(s)" in allocate
+    assert "1 device -> 0 device specs" in allocate
     assert (
-        "12 device(s) refused (INVALID_ARGUMENT: allocate: request for 12 example.com/fake replicas"
-        in allocate
+        "12 devices refused (INVALID_ARGUMENT: allocate: request for 12 example.com/fake replicas" in allocate
     )
     # The spread keeps a container's replicas on one NUMA node: the topology check sees them packed.
-    assert "12 device(s) on NUMA nodes [0, 1]; this node has [0, 1]" in run.rows["topology"][1]
+    assert "12 devices on NUMA nodes [0, 1]; this node has [0, 1]" in run.rows["topology"][1]
 
 
 def test_sdk_fake_plugin_reports_aligned_numa_nodes(runs: Mapping[str, Run]) -> None:
     detail = runs["sdk-fake-all-options"].rows["topology"][1]
-    assert "4 device(s) on NUMA nodes [0, 1]; this node has [0, 1]" in detail
+    assert "4 devices on NUMA nodes [0, 1]; this node has [0, 1]" in detail
 
 
 @pytest.mark.parametrize(
@@ -237,7 +236,7 @@ def test_sdk_fake_plugin_reports_aligned_numa_nodes(runs: Mapping[str, Run]) -> 
             {
                 "allocate": (
                     "FAIL",
-                    "'dev/conformance0': container_path must be absolute (Allocate of 1, 4 device(s))",
+                    "'dev/conformance0': container_path must be absolute (Allocate of 1, 4 devices)",
                 )
             },
             False,

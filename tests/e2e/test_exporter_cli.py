@@ -109,7 +109,7 @@ def _from_pods_json(node: NodeProcesses) -> set[tuple[str, ...]]:
     result = run_cli("pods", "--root-dir", str(node.root), "--json")
     assert result.returncode == 0, result.stderr
     out: set[tuple[str, ...]] = set()
-    for pod in json.loads(result.stdout):
+    for pod in json.loads(result.stdout)["pods"]:
         if pod.get("phase") not in ("Pending", "Running"):
             continue
         for c in pod["containers"]:
@@ -182,7 +182,7 @@ def test_usage_errors_are_one_line_with_exit_2(tmp_path: Path) -> None:
         assert " — " in result.stderr
 
 
-def test_a_busy_listen_address_is_one_line_with_exit_1(tmp_path: Path) -> None:
+def test_a_busy_listen_address_is_one_line_with_exit_2(tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -196,7 +196,7 @@ def test_a_busy_listen_address_is_one_line_with_exit_1(tmp_path: Path) -> None:
             "--checkpoint",
             str(tmp_path / "none"),
         )
-    assert result.returncode == 1, result
+    assert result.returncode == 2, result
     assert result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith(f"error: exporter: cannot listen on 127.0.0.1:{port}: ")
     assert "Traceback" not in result.stderr

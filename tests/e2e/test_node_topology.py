@@ -200,3 +200,17 @@ def test_bad_topology_flags_are_one_line_and_exit_2(
     lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and lines[0].startswith(message), result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "scope"), [([], "container"), (["--topology-manager-scope", "pod"], "pod")]
+)
+def test_status_under_policy_none_shows_the_configured_scope(
+    node: NodeProcesses, flags: list[str], scope: str
+) -> None:
+    """The help says container or pod; policy none's internal "none" scope is no value of the flag."""
+    node.start_daemon(*flags)
+    topology = json.loads(run_cli("status", "--root-dir", str(node.root), "--json").stdout)["topology"]
+    assert (topology["policy"], topology["scope"]) == ("none", scope)
+    table = run_cli("status", "--root-dir", str(node.root)).stdout
+    assert f"topology manager: policy none, scope {scope}, NUMA nodes" in table

@@ -90,7 +90,7 @@ def _pods(shell: Shell) -> dict[str, str]:
     result = shell.line("kubedevice pods --root-dir /tmp/kd --json")
     if result is None or result.returncode != 0:
         return {}
-    return {p["name"]: p["phase"] for p in json.loads(result.stdout)}
+    return {p["name"]: p["phase"] for p in json.loads(result.stdout)["pods"]}
 
 
 def test_the_node_daemon_block_runs_as_written(shell: Shell) -> None:

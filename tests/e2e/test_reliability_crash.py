@@ -206,9 +206,9 @@ def _status(paths: NodePaths, path: str) -> Any:
         return None
 
 
-def _running(pods: list[dict[str, Any]]) -> dict[str, list[str]]:
+def _running(answer: dict[str, Any]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for p in pods:
+    for p in answer["pods"]:
         if p.get("phase") == "Running":
             out[p["name"]] = sorted(d for c in p["containers"] for d in c["devices"].get(GPU, []))
     return out
@@ -238,7 +238,7 @@ def _daemon_lifetime(
         ledger.admitted = {n: d for n, d in ledger.admitted.items() if n in present}
         ledger.check_restored(life, {n: d for n, d in _running(pods).items()})
         ledger.ran &= present
-        phases = {p["name"]: p for p in pods}
+        phases = {p["name"]: p for p in pods["pods"]}
         for name in sorted(ledger.ran):
             pod = phases.get(name, {})
             if pod.get("phase") != "Running":

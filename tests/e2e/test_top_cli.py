@@ -142,6 +142,6 @@ def test_errors_are_one_line(tmp_path: Path) -> None:
         (("--socket", str(tmp_path / "s.sock")), "no PodResources socket at"),
     ):
         result = run_cli("top", *args)
-        assert result.returncode == 1, result
+        assert result.returncode == 2, result
         assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: top: "), result.stderr
         assert what in result.stderr and "Traceback" not in result.stderr

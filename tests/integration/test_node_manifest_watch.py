@@ -71,3 +71,24 @@ async def test_a_folder_without_inotify_is_polled() -> None:
     finally:
         await daemon.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_a_pod_restarts_only_when_its_own_document_changes(node: NodeDaemon) -> None:
+    """The default UID hashes the decoded pod and its file's path, not the file's bytes (as the kubelet)."""
+    folder = node.paths.manifests
+    two = folder / "two.yaml"
+    two.write_text(pod_yaml("a") + "---\n" + pod_yaml("b"))
+    await async_wait_for(lambda: phases(node) == {"a": "Running", "b": "Running"}, "pods a and b Running")
+    before = {record.pod.name: record for record in node.pods}
+
+    reindented = pod_yaml("a").replace("metadata: ", "metadata:  ")
+    two.write_text("# a comment\n" + reindented + "---\n" + pod_yaml("b"))
+    (folder / "c.yaml").write_text(pod_yaml("c"))  # seen after the edit: the edit was read by then
+    await async_wait_for(lambda: phases(node).get("c") == "Running", "pod c Running")
+    assert {r.pod.name: r for r in node.pods if r.pod.name != "c"} == before
+
+    two.write_text(pod_yaml("a") + "---\n" + pod_yaml("b").replace("busybox", "alpine"))
+    new_b = lambda: [r for r in node.pods if r.pod.name == "b" and r.uid != before["b"].uid]  # noqa: E731
+    await async_wait_for(lambda: bool(new_b()) and new_b()[0].phase == "Running", "the edited pod b again")
+    current = {record.pod.name: record for record in node.pods}
+    assert current["a"] is before["a"] and current["a"].phase == "Running"  # its neighbour went on

@@ -165,7 +165,7 @@ async def test_the_allocate_check_finds_the_names_in_the_plugins_spec_and_says_w
         stub = (await kubelet.wait_registrations(1)).stub
         found = await allocate_check(stub, ["accel0", "accel1"], 5.0, (Path("/nonexistent"), spec_dir))
         assert found.result == Result.PASS
-        assert f"2 CDI device(s) defined by specs in /nonexistent, {spec_dir}" in found.detail
+        assert f"2 CDI devices defined by specs in /nonexistent, {spec_dir}" in found.detail
         missing = await allocate_check(stub, ["accel0", "accel1"], 5.0, (elsewhere,))
     assert missing.result == Result.WARN
     assert (

@@ -98,7 +98,7 @@ async def test_assert_passed_fails_with_one_line_per_failed_check() -> None:
     assert str(failed.value).splitlines() == [
         f"plugin conformance: 1 of {len(report.checks)} checks failed",
         "FAIL allocate: Allocate failed: INTERNAL: allocate failed: RuntimeError: widget bus down "
-        "(Allocate of 1 device(s)); unknown ID refused (INVALID_ARGUMENT)",
+        "(Allocate of 1 device); unknown ID refused (INVALID_ARGUMENT)",
     ]
 
 

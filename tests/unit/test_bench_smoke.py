@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import admission, exporter, listwatch, pod_latency, topology
+from bench import admission, cli_startup, exporter, listwatch, pod_latency, topology
 from bench.common import RESOURCE, Figures, Target, device_id, list_and_watch_bytes, short_tempdir
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.checkpoint import CheckpointStore
@@ -148,3 +148,10 @@ def test_bad_arguments_exit_2_with_one_line(args: list[str], message: str) -> No
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
+
+
+async def test_cli_startup_scenario_times_each_command_as_a_process() -> None:
+    figures = {f.name: f for f in await cli_startup.run(quick=True, runs=1)}
+    assert set(figures) == {"kubedevice --help", "kubedevice --version", "kubedevice status (no daemon)"}
+    assert all(len(f.samples) == 1 and f.median > 0 for f in figures.values())
+    assert figures["kubedevice --help"].target is not None  # the start-up goal is judged, not asserted

@@ -80,7 +80,7 @@ def test_device_list_problems() -> None:
     ]
     problems = device_list_problems(devices)
     assert any("duplicate device IDs [a]" in failure for failure in problems.failures)
-    assert any("1 device(s) have an empty ID" in failure for failure in problems.failures)
+    assert any("1 device has an empty ID" in failure for failure in problems.failures)
     assert any("'healthy'" in warning and "unhealthy" in warning for warning in problems.warnings)
     assert any("longer than 63" in warning for warning in problems.warnings)
 
@@ -128,7 +128,7 @@ def test_preferred_allocation_problems() -> None:
     wrong = preferred_allocation_problems(request, ["d", "d", "z"])
     assert "answer repeats [d]" in wrong
     assert "answer holds [z], which were not available" in wrong
-    assert "answer has 3 device(s), 2 were requested" in wrong
+    assert "answer has 3 devices, 2 were requested" in wrong
 
 
 def test_findings_take_the_worst_result_and_list_failures_first() -> None:
@@ -151,7 +151,7 @@ def test_findings_cap_long_lists_and_drop_repeats() -> None:
     detail = findings.result().detail
     assert detail.count("problem 0") == 1
     assert "problem 3" in detail and "problem 4" not in detail
-    assert "and 3 more failure(s)" in detail
+    assert "and 3 more failures" in detail
 
 
 def test_skipped_and_not_run_rows() -> None:

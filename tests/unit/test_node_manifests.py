@@ -1,11 +1,13 @@
+import json
 import os
 from pathlib import Path
 
 import pytest
 import yaml
 
+from kubedevice.node.identity import document_uid
 from kubedevice.node.manifest_folder import ManifestFolder
-from kubedevice.node.manifests import ManifestError, derive_uid, parse_manifest
+from kubedevice.node.manifests import ManifestError, parse_manifest
 
 GOOD = b"""apiVersion: v1
 kind: Pod
@@ -31,7 +33,7 @@ def test_parses_a_pod_with_init_containers_and_sidecars() -> None:
     [m] = parse_manifest("trainer.yaml", GOOD)
     pod = m.pod
     assert (pod.namespace, pod.name, m.file, m.succeeded) == ("ml", "trainer", "trainer.yaml", False)
-    assert pod.uid == derive_uid("ml", "trainer", GOOD)
+    assert pod.uid == document_uid(yaml.safe_load(GOOD), "ml", "trainer", "trainer.yaml")
     assert [(c.name, c.limits, c.restart_policy) for c in pod.init_containers] == [
         ("setup", {"example.com/gpu": 1}, None),
         ("sidecar", {"example.com/nic": 1}, "Always"),
@@ -40,14 +42,35 @@ def test_parses_a_pod_with_init_containers_and_sidecars() -> None:
     assert train.limits == {"example.com/gpu": 2}  # cpu and memory are not the device manager's
 
 
-def test_editing_the_file_makes_a_new_pod_unless_the_uid_is_given() -> None:
-    [a] = parse_manifest("p.yaml", GOOD)
-    [b] = parse_manifest("p.yaml", GOOD + b"# edited\n")
+def test_editing_the_pod_makes_a_new_pod_unless_the_uid_is_given() -> None:
+    [a] = parse_manifest("p.yaml", GOOD, "/m/p.yaml")
+    [b] = parse_manifest("p.yaml", GOOD.replace(b"cpu: 100m", b"cpu: 200m"), "/m/p.yaml")
     assert a.uid != b.uid and a.digest != b.digest
     fixed = GOOD.replace(b"  namespace: ml\n", b"  namespace: ml\n  uid: my-uid\n")
     [c] = parse_manifest("p.yaml", fixed)
-    [d] = parse_manifest("p.yaml", fixed + b"# edited\n")
+    [d] = parse_manifest("p.yaml", fixed.replace(b"cpu: 100m", b"cpu: 200m"))
     assert c.uid == d.uid == "my-uid" and c.digest != d.digest
+
+
+def test_comments_layout_and_other_documents_do_not_change_a_pod() -> None:
+    [a] = parse_manifest("p.yaml", GOOD, "/m/p.yaml")
+    as_flow = json.dumps(yaml.safe_load(GOOD), indent=7).encode()  # JSON is YAML: other layout, same pod
+    for same in (b"# a comment\n" + GOOD + b"# another\n", as_flow):
+        [b] = parse_manifest("p.yaml", same, "/m/p.yaml")
+        assert (b.uid, b.digest) == (a.uid, a.digest)
+    [elsewhere] = parse_manifest("p.yaml", GOOD, "/other/p.yaml")
+    assert elsewhere.uid != a.uid and elsewhere.digest == a.digest  # the source is part of the UID
+    other = GOOD.replace(b"name: trainer", b"name: other")
+    first = parse_manifest("two.yaml", GOOD + b"---\n" + other, "/m/two.yaml")
+    edited = parse_manifest("two.yaml", GOOD + b"---\n" + other.replace(b"gpu: 2", b"gpu: 1"), "/m/two.yaml")
+    assert (first[0].uid, first[0].digest) == (edited[0].uid, edited[0].digest)  # the neighbour stays
+    assert first[1].uid != edited[1].uid
+
+
+def test_document_uid_reads_values_json_cannot_hold() -> None:
+    doc = yaml.safe_load("a: 2024-01-02\nb: !!binary aGk=\nc: !!set {x, y}\n1: one\nd: .nan\n")
+    assert document_uid(doc, "ns", "n", "/f") == document_uid(dict(reversed(doc.items())), "ns", "n", "/f")
+    assert document_uid(doc, "ns", "n", "/f") != document_uid({**doc, 1: "two"}, "ns", "n", "/f")
 
 
 def test_several_documents_json_lists_and_succeeded_pods() -> None:
@@ -131,8 +154,11 @@ def test_folder_rescans_only_changed_files_and_detects_edits(tmp_path: Path) -> 
     path = tmp_path / "p.yaml"
     path.write_bytes(GOOD)
     first = folder.scan().pods[0].uid
+    assert first == document_uid(yaml.safe_load(GOOD), "ml", "trainer", str(path))
     assert folder.scan().pods[0].uid == first
-    path.write_bytes(GOOD + b"# edit keeping the size? no: a real edit\n")
+    path.write_bytes(GOOD + b"# a comment only: the same pod\n")
+    assert folder.scan().pods[0].uid == first
+    path.write_bytes(GOOD.replace(b"gpu: 2", b"gpu: 1"))
     assert folder.scan().pods[0].uid != first
     path.unlink()
     assert folder.scan().pods == []

@@ -67,14 +67,16 @@ def test_a_resource_whose_plugin_is_gone_says_so_under_its_counts() -> None:
             }
         }
     }
-    pods = [
-        {
-            "namespace": "demo",
-            "name": "web",
-            "containers": [{"name": "main", "devices": {"example.com/nic": ["nic-0"]}}],
-        },
-        {"file": "bad.yaml", "error": "not a Pod"},
-    ]
+    pods = {
+        "pods": [
+            {
+                "namespace": "demo",
+                "name": "web",
+                "containers": [{"name": "main", "devices": {"example.com/nic": ["nic-0"]}}],
+            }
+        ],
+        "manifestErrors": [{"file": "bad.yaml", "error": "not a Pod"}],
+    }
     lines = _text(from_status("test node", node, pods))
     assert lines[2:6] == [
         "example.com/nic  2 devices: 1 held (1 unhealthy), 0 free, 1 unhealthy",
@@ -95,3 +97,10 @@ def test_a_bare_socket_without_get_allocatable_shows_held_devices_of_unknown_hea
     assert lines[0] == "PodResources at S (no GetAllocatableResources: held devices only)"
     assert f"{GPU}  2 devices listed: 2 held (2 health unknown), 0 free" in lines
     assert "  NUMA 0   ?1" in lines and "  NUMA 1   ?1" in lines
+
+
+def test_one_device_is_counted_in_the_singular() -> None:
+    held = (HeldDevice("ml", "train", "main", GPU, "gpu-0", (0,)),)
+    lines = _text(from_podresources("PodResources at S", PodResourcesView(held, None)))
+    assert f"{GPU}  1 device listed: 1 held (1 health unknown), 0 free" in lines
+    assert not any("1 devices" in line or "1 pods" in line for line in lines), lines

@@ -35,6 +35,7 @@ from kubedevice.checkpoint import (
     read_file,
 )
 from kubedevice.console import fail, make_console
+from kubedevice.wording import counted
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -240,7 +241,6 @@ def verify(path: Path = typer.Argument(..., help="The checkpoint file.", show_de
     except CheckpointError as err:
         _fail(f"error: {path}: {err}", EXIT_INVALID)
     data = decoded.data
-    typer.echo(
-        f"OK: checksum {decoded.checksum}, {len(data.pod_device_entries or [])} entries, "
-        f"{len(data.registered_devices or {})} resources, format v{decoded.format_version}"
-    )
+    entries = counted(len(data.pod_device_entries or []), "entry", "entries")
+    resources = counted(len(data.registered_devices or {}), "resource")
+    typer.echo(f"OK: checksum {decoded.checksum}, {entries}, {resources}, format v{decoded.format_version}")

@@ -24,6 +24,7 @@ from kubedevice.conformance.validation import (
     MAX_MESSAGE_BYTES,
     device_list_problems,
 )
+from kubedevice.wording import counted
 
 REGISTRATION = "registration"
 OPTIONS = "options"
@@ -197,7 +198,8 @@ async def list_and_watch_check(feed: ListAndWatchFeed, timeout_s: float) -> Find
         findings.warn("the first list is empty: capacity and allocatable stay 0")
     elif not healthy:
         findings.warn(f'no device is "{HEALTHY}": allocatable stays 0')
-    findings.note(f"{len(first.devices)} device(s), {len(healthy)} healthy, first message {size} bytes")
+    listed = counted(len(first.devices), "device")
+    findings.note(f"{listed}, {len(healthy)} healthy, first message {size} bytes")
     return findings
 
 

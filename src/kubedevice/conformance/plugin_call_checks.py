@@ -31,6 +31,7 @@ from kubedevice.conformance.validation import (
     short_list,
 )
 from kubedevice.plugin.cdi import DEFAULT_SPEC_DIRS, scan_spec_dirs
+from kubedevice.wording import counted
 
 
 async def allocate_check(
@@ -63,7 +64,7 @@ async def allocate_check(
             if len(ids) > 1 and err.code() == grpc.StatusCode.INVALID_ARGUMENT:
                 # A plugin may cap devices per container (shared devices: one replica each); the kubelet
                 # then fails only the pods that ask for more, with this message.
-                answered.append(f"{len(ids)} device(s) refused ({rpc_error(err)})")
+                answered.append(f"{counted(len(ids), 'device')} refused ({rpc_error(err)})")
                 continue
             failures.setdefault(f"Allocate failed: {rpc_error(err)}", []).append(len(ids))
             continue
@@ -116,21 +117,22 @@ async def _check_cdi_definitions(findings: Findings, names: set[str], spec_dirs:
             f"(or point --cdi-spec-dir at it){skipped}"
         )
     else:
-        findings.note(f"{len(names)} CDI device(s) defined by specs in {folders}")
+        findings.note(f"{counted(len(names), 'CDI device')} defined by specs in {folders}")
 
 
 def _cases(sizes: list[int]) -> str:
-    return "Allocate of " + ", ".join(str(size) for size in dict.fromkeys(sizes)) + " device(s)"
+    distinct = list(dict.fromkeys(sizes))
+    return "Allocate of " + ", ".join(map(str, distinct)) + (" device" if distinct == [1] else " devices")
 
 
 def _describe(response: dp.ContainerAllocateResponse, devices: int) -> str:
     parts = [
-        f"{len(response.devices)} device spec(s)",
-        f"{len(response.mounts)} mount(s)",
-        f"{len(response.envs)} env(s)",
-        f"{len(response.cdi_devices)} CDI device(s)",
+        counted(len(response.devices), "device spec"),
+        counted(len(response.mounts), "mount"),
+        counted(len(response.envs), "env"),
+        counted(len(response.cdi_devices), "CDI device"),
     ]
-    return f"{devices} device(s) -> " + ", ".join(parts)
+    return f"{counted(devices, 'device')} -> " + ", ".join(parts)
 
 
 async def preferred_allocation_check(
@@ -178,7 +180,7 @@ async def preferred_allocation_check(
         for problem in preferred_allocation_problems(case, picked):
             findings.fail(f"{what}: {problem} (got {picked})")
     if not findings.failed:
-        findings.note(f"{len(cases)} requests answered with valid picks")
+        findings.note(f"{counted(len(cases), 'request')} answered with valid picks")
     return findings.result(), probe
 
 

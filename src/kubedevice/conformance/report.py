@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from kubedevice.wording import counted
+
 
 class Result(enum.Enum):
     """A check's verdict. Ordered by severity so a check's result is the worst of its findings."""
@@ -87,7 +89,7 @@ def _capped(messages: list[str], kind: str) -> list[str]:
     unique = list(dict.fromkeys(messages))
     if len(unique) <= MAX_LISTED:
         return unique
-    return [*unique[:MAX_LISTED], f"and {len(unique) - MAX_LISTED} more {kind}(s)"]
+    return [*unique[:MAX_LISTED], f"and {counted(len(unique) - MAX_LISTED, 'more ' + kind)}"]
 
 
 def not_run(name: str, why: str) -> CheckResult:

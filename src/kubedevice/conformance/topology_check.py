@@ -15,6 +15,7 @@ from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from kubedevice.conformance.checks import TOPOLOGY
 from kubedevice.conformance.report import CheckResult, Findings, skipped
+from kubedevice.wording import counted
 
 #: Device IDs named in one finding before "and N more".
 _NAMED = 5
@@ -52,8 +53,9 @@ async def topology_check(
     unknown = {d: ns for d, ns in unknown.items() if ns}
     if unknown:
         missing = sorted({n for ns in unknown.values() for n in ns})
+        nodes = "node" if len(missing) == 1 else "nodes"
         findings.warn(
-            f"devices {_named(list(unknown))} report NUMA node(s) {missing} that this node does not have "
+            f"devices {_named(list(unknown))} report NUMA {nodes} {missing} that this node does not have "
             f"(it has {sorted(known)}): no topology hint can hold them"
         )
     without = [d for d, nodes in nodes_of.items() if not nodes]
@@ -64,7 +66,10 @@ async def topology_check(
         )
     await _preferred_alignment(stub, options, first, nodes_of, findings, timeout_s)
     reported = sorted({n for d in with_topology for n in nodes_of[d]})
-    findings.note(f"{len(with_topology)} device(s) on NUMA nodes {reported}; this node has {sorted(known)}")
+    on = "NUMA node" if len(reported) == 1 else "NUMA nodes"
+    findings.note(
+        f"{counted(len(with_topology), 'device')} on {on} {reported}; this node has {sorted(known)}"
+    )
     return findings.result()
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from kubedevice.api.constants import HEALTHY, UNHEALTHY
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.plugin.cdi import CDIError, parse_qualified_name
+from kubedevice.wording import counted
 
 #: The comment in api.proto caps device IDs at 63 characters; the kubelet does not enforce it, tools may.
 MAX_DEVICE_ID_LENGTH = 63
@@ -65,7 +66,8 @@ def device_list_problems(devices: Sequence[dp.Device]) -> Problems:
     problems = Problems()
     counts = Counter(device.ID for device in devices)
     if counts.get("", 0):
-        problems.failures.append(f"{counts['']} device(s) have an empty ID")
+        empty = counts[""]
+        problems.failures.append(f"{counted(empty, 'device')} {'has' if empty == 1 else 'have'} an empty ID")
     duplicates = sorted(device_id for device_id, count in counts.items() if count > 1 and device_id)
     if duplicates:
         problems.failures.append(
@@ -81,7 +83,7 @@ def device_list_problems(devices: Sequence[dp.Device]) -> Problems:
     long_ids = sorted(device.ID for device in devices if len(device.ID) > MAX_DEVICE_ID_LENGTH)
     if long_ids:
         problems.warnings.append(
-            f"{len(long_ids)} device ID(s) longer than {MAX_DEVICE_ID_LENGTH} characters, "
+            f"{counted(len(long_ids), 'device ID')} longer than {MAX_DEVICE_ID_LENGTH} characters, "
             f"e.g. {long_ids[0][:80]!r}"
         )
     return problems
@@ -135,7 +137,9 @@ def preferred_allocation_problems(
     if missing:
         problems.append(f"answer leaves out must_include {short_list(missing)}")
     if len(picked) != request.allocation_size:
-        problems.append(f"answer has {len(picked)} device(s), {request.allocation_size} were requested")
+        asked = request.allocation_size
+        was = "was" if asked == 1 else "were"
+        problems.append(f"answer has {counted(len(picked), 'device')}, {asked} {was} requested")
     return problems
 
 

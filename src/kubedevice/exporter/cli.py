@@ -22,12 +22,12 @@ from kubedevice.exporter.memory import MemoryReleaser
 from kubedevice.exporter.refresh import MIN_INTERVAL_S, Refresher
 from kubedevice.inventory import PodResourcesReader
 from kubedevice.node.durations import parse_duration
-from kubedevice.node.options import fail, parse_http_addr
+from kubedevice.node.options import EXIT_USAGE, fail, parse_http_addr
 
 #: Loopback only by default: the metrics name every pod of the node. The DaemonSet listens on the pod IP.
 DEFAULT_LISTEN = "127.0.0.1:9478"
 DEFAULT_CHECKPOINT = DEVICE_PLUGIN_PATH + CHECKPOINT_NAME
-EXIT_RUNTIME = 1
+
 log = logging.getLogger("kubedevice.exporter")
 
 
@@ -91,7 +91,7 @@ async def _serve(refresher: Refresher, host: str, port: int) -> int:
             "choose another --listen address",
             err=True,
         )
-        return EXIT_RUNTIME
+        return EXIT_USAGE
     bound_host, bound_port = str(server.server_address[0]), int(server.server_address[1])
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     typer.echo(f"kubedevice exporter: serving http://{shown}:{bound_port}/metrics", err=True)

@@ -43,6 +43,7 @@ from kubedevice.manager.types import (
     TopologyHint,
 )
 from kubedevice.pluginwatcher.handler import PluginHandler, WatcherOptions
+from kubedevice.wording import counted
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -150,12 +151,12 @@ class DeviceManager:
         await asyncio.to_thread(make_plugin_dir, self.plugin_dir)
         leftovers = await asyncio.to_thread(self._store.remove_stale_temp_files)
         if leftovers:
-            log.info("removed %d temporary checkpoint file(s) left by a crash", len(leftovers))
+            log.info("removed %s left by a crash", counted(len(leftovers), "temporary checkpoint file"))
         restored = await restore_checkpoint(self._state, self._store)
         self.checkpoint_error, self.quarantined_checkpoint = restored.error, restored.quarantined
         removed = await asyncio.to_thread(clean_plugin_dir, self.plugin_dir, self._store.path.name)
         if removed:
-            log.info("removed %d stale socket(s) from %s", len(removed), self.plugin_dir)
+            log.info("removed %s from %s", counted(len(removed), "stale socket"), self.plugin_dir)
         server = grpc.aio.server()
         dp_grpc.add_RegistrationServicer_to_server(
             RegistrationServicer(self.plugin_dir, self._endpoints.connect_client, self.metrics), server

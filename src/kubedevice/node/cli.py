@@ -11,23 +11,26 @@ import gc
 import logging
 import os
 import signal
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from kubedevice.console import parse_log_level
 from kubedevice.logs import configure_logging
-from kubedevice.node.daemon import NodeConfig, NodeDaemon, NodeStartError
 from kubedevice.node.durations import parse_duration
 from kubedevice.node.options import (
     EXIT_USAGE,
     ROOT_HELP,
     check_folder,
-    default_root_dir,
     fail,
+    folder_option,
     parse_http_addr,
+    root_option,
 )
 from kubedevice.topology import TopologyConfig, TopologyConfigError, parse_option_pairs, validate_config
+
+if TYPE_CHECKING:
+    from kubedevice.node.daemon import NodeConfig
 
 
 def _duration(option: str, text: str) -> float:
@@ -58,9 +61,10 @@ def _topology_config(policy: str, scope: str, options: str) -> TopologyConfig:
 
 
 def node(
-    root_dir: Path | None = typer.Option(None, "--root-dir", help=ROOT_HELP),
-    pod_manifest_path: Path | None = typer.Option(
-        None, "--pod-manifest-path", help="Folder of Pod manifests [default: ROOT/manifests]."
+    # Text, not Path: typer would turn "" into ".", the current folder.
+    root_dir: str | None = typer.Option(None, "--root-dir", help=ROOT_HELP, metavar="PATH"),
+    pod_manifest_path: str | None = typer.Option(
+        None, "--pod-manifest-path", help="Folder of Pod manifests [default: ROOT/manifests].", metavar="PATH"
     ),
     stop_grace_period: str = typer.Option(
         "5m", "--stop-grace-period", help="How long a resource whose plugin died stays in capacity."
@@ -110,6 +114,8 @@ def node(
     ),
 ) -> None:
     """Run the node daemon: device manager, pods from manifests, PodResources and the status API."""
+    root = root_option(root_dir)
+    manifests = folder_option("--pod-manifest-path", pod_manifest_path)
     try:
         tcp = parse_http_addr(http_addr) if http_addr is not None else None
     except ValueError as err:
@@ -119,13 +125,15 @@ def node(
     )
     if numa_nodes is not None and numa_nodes < 1:
         fail(f"--numa-nodes: {numa_nodes} is not a NUMA node count — give 1 or more")
-    root = root_dir if root_dir is not None else default_root_dir()
     check_folder("--root-dir", root)
-    if pod_manifest_path is not None:
-        check_folder("--pod-manifest-path", pod_manifest_path)
+    if manifests is not None:
+        check_folder("--pod-manifest-path", manifests)
+    # Here: `node --help` and a refused flag need no daemon (the manager, gRPC, the checkpoint code).
+    from kubedevice.node.daemon import NodeConfig
+
     config = NodeConfig(
         root_dir=root,
-        pod_manifest_path=pod_manifest_path,
+        pod_manifest_path=manifests,
         stop_grace_period=_duration("--stop-grace-period", stop_grace_period),
         http_addr=tcp,
         admission_wait=_duration("--admission-wait", admission_wait),
@@ -154,6 +162,8 @@ async def _run_node(config: NodeConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    from kubedevice.node.daemon import NodeDaemon, NodeStartError
+
     daemon = NodeDaemon(config)
     try:
         await daemon.start()

@@ -1,4 +1,4 @@
-"""The node daemon's configuration and its paths: everything under one root folder.
+"""The node daemon's configuration; its paths, everything under one root folder, are node.paths'.
 
 Also the crash-consistency tests' checkpoint fault hook, read from the environment only (never configuration).
 """
@@ -12,59 +12,23 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kubedevice.api.constants import (
-    CHECKPOINT_NAME,
-    ENDPOINT_STOP_GRACE_PERIOD_S,
-    KUBELET_SOCKET_NAME,
-    PRE_START_CONTAINER_TIMEOUT_S,
-)
+from kubedevice.api.constants import ENDPOINT_STOP_GRACE_PERIOD_S, PRE_START_CONTAINER_TIMEOUT_S
 from kubedevice.checkpoint import WRITE_STAGES
+from kubedevice.node.paths import NodePaths
 from kubedevice.topology import TopologyConfig
+
+__all__ = [
+    "CHECKPOINT_FAULT_ENV",
+    "NodeConfig",
+    "NodePaths",
+    "NodeStartError",
+    "checkpoint_fault_from_env",
+    "make_dirs",
+]
 
 _DIR_MODE = 0o750
 #: Test-only: "STAGE:PROBABILITY:SEED" makes the daemon SIGKILL itself at that stage of checkpoint writes.
 CHECKPOINT_FAULT_ENV = "KUBEDEVICE_TEST_CHECKPOINT_FAULT"
-
-
-@dataclass(frozen=True, slots=True)
-class NodePaths:
-    """Every path of the daemon, all under one root ."""
-
-    root: Path
-    manifests: Path
-
-    @property
-    def plugin_dir(self) -> Path:
-        return self.root / "device-plugins"
-
-    @property
-    def kubelet_socket(self) -> Path:
-        return self.plugin_dir / KUBELET_SOCKET_NAME
-
-    @property
-    def checkpoint(self) -> Path:
-        return self.plugin_dir / CHECKPOINT_NAME
-
-    @property
-    def plugins_registry(self) -> Path:
-        return self.root / "plugins_registry"
-
-    @property
-    def pod_resources_socket(self) -> Path:
-        return self.root / "pod-resources" / "kubelet.sock"
-
-    @property
-    def status_socket(self) -> Path:
-        return self.root / "kubedevice.sock"
-
-    @property
-    def state_file(self) -> Path:
-        return self.root / "pod_state.json"
-
-    @classmethod
-    def under(cls, root: Path, manifests: Path | None = None) -> NodePaths:
-        root = root.absolute()
-        return cls(root=root, manifests=(manifests or root / "manifests").absolute())
 
 
 @dataclass(frozen=True, slots=True)

@@ -118,7 +118,8 @@ class NodeDaemon:
         from kubedevice.node.http import Response
 
         manager, topology = self._require_manager(), self._require_topology()
-        return Response.json(views.node_view(manager, self.paths.checkpoint, topology))
+        scope = self.config.topology.scope
+        return Response.json(views.node_view(manager, self.paths.checkpoint, topology, scope))
 
     def _pods_response(self) -> Response:
         from kubedevice.node import views
@@ -136,21 +137,26 @@ class NodeDaemon:
 
     async def start(self) -> None:
         paths = self.paths
+        # Everything that can refuse the start is checked before a folder is made: a refused start
+        # leaves nothing behind.
+        problem = paths.socket_path_problem()
+        if problem is not None:
+            raise NodeStartError(problem)
+        try:
+            topology = await build_topology_manager(self.config.topology, self.config.numa_nodes)
+        except TopologyStartError as err:
+            raise NodeStartError(str(err)) from None
+        if await socket_is_served(paths.kubelet_socket):
+            raise NodeStartError(
+                f"another process is serving {paths.kubelet_socket}; is a node daemon already running?"
+            )
         created = await asyncio.to_thread(make_dirs, paths)
         if paths.manifests in created:
             log.info(
                 "created the manifest folder %s: pods are read from its *.yaml, *.yml and *.json",
                 paths.manifests,
             )
-        if await socket_is_served(paths.kubelet_socket):
-            raise NodeStartError(
-                f"another process is serving {paths.kubelet_socket}; is a node daemon already running?"
-            )
         timeout = self.config.plugin_timeout
-        try:
-            topology = await build_topology_manager(self.config.topology, self.config.numa_nodes)
-        except TopologyStartError as err:
-            raise NodeStartError(str(err)) from None
         try:
             manager = DeviceManager(
                 paths.plugin_dir,

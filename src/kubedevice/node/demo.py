@@ -22,8 +22,8 @@ from typing import Any
 from rich.console import Console
 
 from kubedevice.console import make_console
-from kubedevice.node.config import NodePaths
 from kubedevice.node.http import StatusClientError, get
+from kubedevice.node.paths import NodePaths
 from kubedevice.node.tables import print_node, print_pods
 
 GPU = "example.com/gpu"
@@ -123,7 +123,7 @@ class _Demo:
 
     async def pods_have(self, predicate: Callable[[list[dict[str, Any]]], bool]) -> bool:
         try:
-            return predicate(await self.status("/pods"))
+            return predicate((await self.status("/pods"))["pods"])
         except StatusClientError:
             return False
 
@@ -147,13 +147,16 @@ class _Demo:
             await asyncio.sleep(_POLL_S)
         self.console.print(f"    ok: {what}", highlight=False, soft_wrap=True)
 
-    async def show(self) -> None:
-        print_node(self.console, await self.status("/node"))
-        print_pods(self.console, await self.status("/pods"))
+    async def show(self, *, node: bool = False, pods: bool = False) -> None:
+        """The tables a story is about, each at most once per story: the output stays a story."""
+        if node:
+            print_node(self.console, await self.status("/node"))
+        if pods:
+            print_pods(self.console, await self.status("/pods"))
 
     async def trainer_devices(self) -> dict[str, Any]:
         """trainer's devices and the NUMA hint the topology manager chose for it."""
-        for pod in await self.status("/pods"):
+        for pod in (await self.status("/pods"))["pods"]:
             if pod.get("name") == "trainer":
                 container = pod["containers"][0]
                 return {**container["devices"], "hint": container["topologyHint"]}
@@ -162,7 +165,7 @@ class _Demo:
     async def aligned(self, name: str) -> bool:
         """Whether every device of pod `name` is on the single NUMA node of its hint."""
         numa = {r: info["numaNodes"] for r, info in (await self.status("/node"))["resources"].items()}
-        for pod in await self.status("/pods"):
+        for pod in (await self.status("/pods"))["pods"]:
             if pod.get("name") == name and pod.get("phase") == "Running":
                 container = pod["containers"][0]
                 nodes = {n for r, ids in container["devices"].items() for d in ids for n in numa[r][d]}
@@ -230,7 +233,7 @@ async def _play(demo: _Demo) -> None:
         "wide is Failed (TopologyAffinityError): no single NUMA node holds 3 GPUs",
         lambda: demo.pod_is("wide", "Failed", lambda p: p.get("reason") == "TopologyAffinityError"),
     )
-    await demo.show()
+    await demo.show(node=True, pods=True)
     before = await demo.trainer_devices()
 
     demo.say("Story 1: the kubelet restarts. SIGKILL the daemon, start it again")
@@ -249,7 +252,7 @@ async def _play(demo: _Demo) -> None:
             lambda d: _capacity(d, GPU) == 4 and _capacity(d, NIC) == 2 and d["allocatable"].get(GPU) == 4
         ),
     )
-    await demo.show()
+    await demo.show(pods=True)
 
     demo.say("Story 2: the NIC plugin dies")
     await demo.kill(demo.plugins[NIC])
@@ -257,7 +260,7 @@ async def _play(demo: _Demo) -> None:
         "its devices are unhealthy: allocatable 0, capacity kept",
         lambda: demo.node_has(lambda d: _capacity(d, NIC) == 2 and d["allocatable"].get(NIC) == 0),
     )
-    await demo.show()
+    await demo.show(node=True)
     await demo.until(
         "after the 2s stop grace period the resource left capacity",
         lambda: demo.node_has(lambda d: NIC not in d["capacity"]),
@@ -274,23 +277,26 @@ async def _play(demo: _Demo) -> None:
         "    ok: trainer kept its NIC all along (devices stay allocated across plugin restarts)",
         soft_wrap=True,
     )
-    await demo.show()
 
-    demo.say("Story 3: the same node under --topology-manager-policy best-effort; wide is dropped in again")
+    demo.say(
+        "Story 3: the same node under --topology-manager-policy best-effort; wide is dropped in again, "
+        "changed (a pod's UID hashes what it says: a comment alone would leave it Failed)"
+    )
     await demo.restart_daemon("best-effort")
     await demo.until("trainer is Running again", lambda: demo.pod_is("trainer", "Running"))
     await demo.until(
         "the plugins registered again",
         lambda: demo.node_has(lambda d: d["allocatable"].get(GPU) == 4 and d["allocatable"].get(NIC) == 2),
     )
-    await asyncio.to_thread((demo.paths.manifests / "wide.yaml").write_text, _WIDE + "# dropped in again\n")
+    again = _WIDE.replace("  namespace: demo\n", "  namespace: demo\n  labels: {attempt: '2'}\n")
+    await asyncio.to_thread((demo.paths.manifests / "wide.yaml").write_text, again)
     await demo.until(
         "best-effort admits wide across both NUMA nodes (hint 0,1)",
         lambda: demo.pod_is(
             "wide", "Running", lambda p: (p["containers"][0]["topologyHint"] or {}).get("numaNodes") == [0, 1]
         ),
     )
-    await demo.show()
+    await demo.show(pods=True)
 
 
 async def _main(console: Console) -> int:

@@ -64,7 +64,12 @@ class StatusServer:
                 tcp_server = await asyncio.start_server(self._serve, host=host, port=port)
             except OSError as err:
                 await self.stop()
-                raise OSError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
+                # asyncio words the bind failure itself ("error while attempting to bind on ..."): the
+                # errno's own text says it in the words every other command uses.
+                reason = os.strerror(err.errno) if err.errno else str(err)
+                raise OSError(
+                    f"cannot listen on {host}:{port}: {reason} — choose another --http-addr"
+                ) from None
             self._servers.append(tcp_server)
             sockname = tcp_server.sockets[0].getsockname()
             self.tcp_address = (str(sockname[0]), int(sockname[1]))

@@ -169,7 +169,7 @@ class ManifestFolder:
             cached.key = key
             return cached.pods, cached.error
         try:
-            pods: list[PodManifest] | None = parse_manifest(name, content)
+            pods: list[PodManifest] | None = parse_manifest(name, content, path)
             error = None
         except ManifestError as err:
             pods, error = None, str(err)

@@ -7,7 +7,6 @@ never affects the pods of other files.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from typing import Any
 
 from kubedevice.manager.registration import is_extended_resource_name
 from kubedevice.manager.types import Container, Pod
+from kubedevice.node.identity import document_digest, document_uid
 from kubedevice.node.quantity import parse_device_count
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -33,7 +33,8 @@ class PodManifest:
 
     file: str
     pod: Pod
-    #: Hash of the file's bytes: a different value means the manifest changed.
+    #: Hash of the decoded pod document: a different value means the pod's manifest changed (a comment,
+    #: the layout or another document of the same file do not count).
     digest: str
     #: The manifest says the pod already finished; it is shown but never admitted.
     succeeded: bool = False
@@ -43,17 +44,12 @@ class PodManifest:
         return self.pod.uid
 
 
-def derive_uid(namespace: str, name: str, content: bytes) -> str:
-    """A stable UID from the pod's identity and the file's bytes, so editing the file makes a new pod."""
-    h = hashlib.sha256()
-    for part in (namespace.encode(), b"\0", name.encode(), b"\0", content):
-        h.update(part)
-    x = h.hexdigest()
-    return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:32]}"
+def parse_manifest(file_name: str, content: bytes, source_path: str | None = None) -> list[PodManifest]:
+    """Every Pod of one file. Raises ManifestError naming the document and field at fault.
 
-
-def parse_manifest(file_name: str, content: bytes) -> list[PodManifest]:
-    """Every Pod of one file. Raises ManifestError naming the document and field at fault."""
+    A pod without `metadata.uid` gets one from its decoded document, namespace, name and `source_path`
+    (the file's full path; `file_name` when not given), as the kubelet derives a static pod's.
+    """
     try:
         text = content.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -73,10 +69,8 @@ def parse_manifest(file_name: str, content: bytes) -> list[PodManifest]:
             flat.append(doc)
     if not flat:
         raise ManifestError("no Pod in the file")
-    digest = hashlib.sha256(content).hexdigest()[:16]
-    pods = [
-        _parse_pod(doc, index, len(flat) > 1, content, file_name, digest) for index, doc in enumerate(flat)
-    ]
+    source = file_name if source_path is None else source_path
+    pods = [_parse_pod(doc, index, len(flat) > 1, file_name, source) for index, doc in enumerate(flat)]
     seen: set[tuple[str, str]] = set()
     for m in pods:
         key = (m.pod.namespace, m.pod.name)
@@ -109,7 +103,7 @@ def _load_yaml(text: str) -> list[Any]:
         raise ManifestError(f"YAML error: {' '.join(str(err).split())}") from None
 
 
-def _parse_pod(doc: Any, index: int, many: bool, content: bytes, file_name: str, digest: str) -> PodManifest:
+def _parse_pod(doc: Any, index: int, many: bool, file_name: str, source: str) -> PodManifest:
     where = f"document {index + 1}: " if many else ""
     if not isinstance(doc, Mapping):
         raise ManifestError(f"{where}not a Pod (a {type(doc).__name__}, not a mapping)")
@@ -126,7 +120,7 @@ def _parse_pod(doc: Any, index: int, many: bool, content: bytes, file_name: str,
     where = f"pod {namespace}/{name}: "
     uid = metadata.get("uid")
     if uid is None:
-        uid = derive_uid(namespace, name, content)
+        uid = document_uid(doc, namespace, name, source)
     elif not isinstance(uid, str) or not uid:
         raise ManifestError(f"{where}metadata.uid must be a non-empty string")
     annotations = _mapping(metadata.get("annotations"), f"{where}metadata.annotations")
@@ -140,7 +134,7 @@ def _parse_pod(doc: Any, index: int, many: bool, content: bytes, file_name: str,
         raise ManifestError(f"{where}container name {duplicates[0]!r} is used twice")
     succeeded = status.get("phase") == SUCCEEDED or annotations.get(PHASE_ANNOTATION) == SUCCEEDED
     pod = Pod(uid=uid, namespace=namespace, name=name, init_containers=init, containers=apps)
-    return PodManifest(file=file_name, pod=pod, digest=digest, succeeded=succeeded)
+    return PodManifest(file=file_name, pod=pod, digest=document_digest(doc), succeeded=succeeded)
 
 
 def _mapping(value: Any, what: str) -> Mapping[str, Any]:

@@ -10,7 +10,16 @@ from pathlib import Path
 
 from kubedevice.console import EXIT_USAGE, fail
 
-__all__ = ["EXIT_USAGE", "ROOT_HELP", "check_folder", "default_root_dir", "fail", "parse_http_addr"]
+__all__ = [
+    "EXIT_USAGE",
+    "ROOT_HELP",
+    "check_folder",
+    "default_root_dir",
+    "fail",
+    "folder_option",
+    "parse_http_addr",
+    "root_option",
+]
 
 
 def default_root_dir() -> Path:
@@ -34,6 +43,20 @@ def parse_http_addr(text: str, option: str = "--http-addr") -> tuple[str, int]:
 ROOT_HELP = (
     f"The daemon's state folder [default: {default_root_dir()}, from $XDG_STATE_HOME or ~/.local/state]."
 )
+
+
+def folder_option(flag: str, text: str | None) -> Path | None:
+    """A folder option's path, None when not given; an empty one fails (it would mean the current folder)."""
+    if text is None:
+        return None
+    if not text.strip():
+        fail(f"{flag} is empty — give a folder, or leave the option out for its default")
+    return Path(text)
+
+
+def root_option(text: str | None) -> Path:
+    """`--root-dir` of every command: the default state folder when not given; "" fails (it means ".")."""
+    return folder_option("--root-dir", text) or default_root_dir()
 
 
 def check_folder(flag: str, path: Path) -> None:

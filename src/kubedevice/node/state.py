@@ -37,7 +37,8 @@ class SavedPod:
     phase: str
     reason: str
     message: str
-    #: The manifest's content hash when the phase was reached; another hash is another pod version.
+    #: The hash of the pod's decoded manifest document when the phase was reached (node.identity); another
+    #: hash is another pod version, while a comment or another document of the same file changes nothing.
     digest: str
 
 

@@ -11,8 +11,11 @@ from rich.table import Table
 def print_node(console: Console, data: dict[str, Any]) -> None:
     table = Table(title="Device-plugin resources")
     table.add_column("resource", no_wrap=True)
-    for column in ("capacity", "allocatable", "allocated", "free", "endpoint", "healthy", "unhealthy"):
-        table.add_column(column)
+    # In a narrow terminal the columns wrap at spaces, and what cannot wrap is folded: never cut with "…".
+    for column in ("capacity", "allocatable", "allocated", "free"):
+        table.add_column(column, no_wrap=True)
+    for column in ("endpoint", "healthy", "unhealthy"):
+        table.add_column(column, overflow="fold")
     for resource, info in sorted(data["resources"].items()):
         endpoint = info["endpoint"]
         if info["stoppedSeconds"] is not None:
@@ -26,8 +29,8 @@ def print_node(console: Console, data: dict[str, Any]) -> None:
             str(info.get("allocated", "-")),
             str(info.get("free", "-")),
             endpoint,
-            ",".join(info["healthy"]),
-            ",".join(info["unhealthy"]),
+            ", ".join(info["healthy"]),
+            ", ".join(info["unhealthy"]),
         )
     console.print(table)
     topology = data.get("topology")
@@ -51,18 +54,15 @@ def print_node(console: Console, data: dict[str, Any]) -> None:
         )
 
 
-def print_pods(console: Console, data: list[dict[str, Any]]) -> None:
+def print_pods(console: Console, data: dict[str, Any]) -> None:
+    """The status API's `/pods` answer: the pods' table, then one line per manifest that could not be used."""
     table = Table(title="Pods")
     # The daemon's why of a refusal and what a pod runs without: whole lines under the table.
     notes: list[str] = []
     table.add_column("namespace/name", no_wrap=True)
     for column in ("phase", "container", "devices", "numa hint", "reason: message"):
-        table.add_column(column)
-    errors = []
-    for entry in data:
-        if "error" in entry:
-            errors.append(entry)
-            continue
+        table.add_column(column, overflow="fold")
+    for entry in data["pods"]:
         containers = entry["containers"] or [{"name": "", "devices": {}}]
         for i, c in enumerate(containers):
             first = i == 0
@@ -70,14 +70,14 @@ def print_pods(console: Console, data: list[dict[str, Any]]) -> None:
                 f"{entry['namespace']}/{entry['name']}" if first else "",
                 entry["phase"] if first else "",
                 c["name"],
-                "; ".join(f"{r}: {','.join(ids)}" for r, ids in c["devices"].items()),
+                "; ".join(f"{r}: {', '.join(ids)}" for r, ids in c["devices"].items()),
                 _hint_label(c.get("topologyHint")),
                 (f"{entry['reason']}: {entry['message']}" if entry["reason"] else "") if first else "",
             )
         name = f"{entry['namespace']}/{entry['name']}"
         notes.extend(f"{name}: {why}" for why in [entry.get("detail"), *entry.get("warnings", ())] if why)
     console.print(table)
-    for entry in errors:
+    for entry in data["manifestErrors"]:
         console.print(f"bad manifest {entry['file']}: {entry['error']}", highlight=False)
     for line in notes:
         console.print(line, markup=False, highlight=False, soft_wrap=True)

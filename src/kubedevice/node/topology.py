@@ -40,13 +40,17 @@ async def build_topology_manager(config: TopologyConfig, numa_nodes: int | None)
         raise TopologyStartError(f"topology manager: {err} — {FLAGS_HINT}") from None
 
 
-def topology_view(tm: TopologyManager) -> dict[str, Any]:
-    """`status --json`'s topology: policy, scope, options in force and the NUMA nodes with their distances."""
+def topology_view(tm: TopologyManager, scope: str) -> dict[str, Any]:
+    """`status --json`'s topology: policy, scope, options in force and the NUMA nodes with their distances.
+
+    `scope` is the one configured (`--topology-manager-scope`, container or pod): under policy `none` the
+    kubelet runs its internal "none" scope instead, which is no value of the flag.
+    """
     machine = tm.machine
     options = tm.policy.options
     return {
         "policy": tm.policy.name,
-        "scope": tm.scope_name,
+        "scope": scope,
         "options": {
             "prefer-closest-numa-nodes": options.prefer_closest_numa,
             "max-allowable-numa-nodes": options.max_allowable_numa_nodes,

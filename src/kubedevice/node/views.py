@@ -24,7 +24,10 @@ def _numa_nodes(manager: DeviceManager, resource: str) -> dict[str, list[int]]:
     return {d: list(n) for d, n in sorted(manager.device_topology(resource).items())}
 
 
-def node_view(manager: DeviceManager, checkpoint_path: Path, topology: TopologyManager) -> dict[str, Any]:
+def node_view(
+    manager: DeviceManager, checkpoint_path: Path, topology: TopologyManager, scope: str
+) -> dict[str, Any]:
+    """The `/node` answer; `scope` is the configured topology manager scope."""
     capacity, allocatable, _deleted = manager.get_capacity()
     resources: dict[str, Any] = {}
     for status in manager.registered_resources():
@@ -55,7 +58,7 @@ def node_view(manager: DeviceManager, checkpoint_path: Path, topology: TopologyM
         "allocatable": dict(sorted(allocatable.items())),
         "resources": resources,
         "checkpoint": {"path": str(checkpoint_path), "error": manager.checkpoint_error},
-        "topology": topology_view(topology),
+        "topology": topology_view(topology, scope),
         "registrationSocket": str(manager.socket_path),
     }
 
@@ -119,7 +122,10 @@ def pods_view(
     records: Iterable[PodRecord],
     bad_files: Mapping[str, str],
     topology: TopologyManager,
-) -> list[Any]:
-    out: list[Any] = [pod_view(manager, r, topology) for r in records]
-    out.extend({"file": f, "error": e} for f, e in sorted(bad_files.items()))
-    return out
+) -> dict[str, Any]:
+    """`{"pods": [pod, ...], "manifestErrors": [{"file", "error"}, ...]}`: a script iterating the pods
+    meets only pods; the files that could not be used are beside them."""
+    return {
+        "pods": [pod_view(manager, r, topology) for r in records],
+        "manifestErrors": [{"file": f, "error": e} for f, e in sorted(bad_files.items())],
+    }

@@ -78,6 +78,9 @@ def _common(
     kubelet_dir: str | None = None,
 ) -> _Common:
     parse_log_level(log_level)
+    for flag, folder in (("--plugin-dir", plugin_dir), ("--registry-dir", registry_dir)):
+        if folder is not None and not folder.strip():
+            fail(f"{flag} is empty — give a folder, or leave the option out for its default")
     # The kubelet's layout: its device plugin folder sits in the kubelet folder, unless named apart.
     directory = plugin_dir or str(resolve_kubelet_dir(kubelet_dir) / "device-plugins")
     return _Common(directory, plugin_watcher, registry_dir, metrics_port, inotify, log_level.upper())
@@ -269,9 +272,15 @@ def _run(
     except ConfigError as exc:
         _usage_error(str(exc))
     except OSError as exc:
-        # e.g. the metrics port is taken: the environment, not a bug; still one line, no traceback.
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
+        # e.g. the metrics port is taken: a setting that cannot be used, as in every command (exit 2, one
+        # line, the errno's text rather than "[Errno 98] ...").
+        reason = exc.strerror or str(exc)
+        if exc.filename:
+            fail(f"{exc.filename}: {reason} — check --plugin-dir and --registry-dir")
+        if common.metrics_port is not None:  # the one listen address of a plugin
+            port = common.metrics_port
+            fail(f"cannot serve metrics on port {port}: {reason} — choose another --metrics-port")
+        fail(f"{reason} — check the plugin's settings")
 
 
 async def _run_faces(plugin: DevicePlugin, common: _Common, dra: _DRA, options: dict[str, object]) -> None:
@@ -291,7 +300,7 @@ async def _run_faces(plugin: DevicePlugin, common: _Common, dra: _DRA, options: 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """`python -m kubedevice.plugin.cli ARGS` runs `kubedevice plugin ARGS`, through the root command."""
-    from kubedevice.cli import app as root
+    from kubedevice.cli_group import app as root
 
     root(args=["plugin", *(sys.argv[1:] if argv is None else argv)], prog_name="kubedevice")
 

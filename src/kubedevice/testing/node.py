@@ -197,7 +197,7 @@ class Node:
             await asyncio.sleep(POLL_S)
 
     async def pods(self) -> list[PodStatus]:
-        return [_pod_status(entry) for entry in await self._get("/pods") if "name" in entry]
+        return [_pod_status(entry) for entry in (await self._get("/pods"))["pods"]]
 
     async def apply(self, pod_yaml: str, timeout: float | None = None) -> PodStatus:
         """Write one pod's manifest and wait for the daemon's decision: Running (admitted) or Failed."""
@@ -209,11 +209,12 @@ class Node:
         deadline = asyncio.get_running_loop().time() + limit
         last: PodStatus | None = None
         while True:
-            entries = await self._get("/pods")
-            for entry in entries:
-                if entry.get("file") == file_name and "error" in entry:
-                    raise AssertionError(f"the node refused {file_name}: {entry['error']}")
-                if entry.get("namespace") == namespace and entry.get("name") == name:
+            answer = await self._get("/pods")
+            for bad in answer["manifestErrors"]:
+                if bad["file"] == file_name:
+                    raise AssertionError(f"the node refused {file_name}: {bad['error']}")
+            for entry in answer["pods"]:
+                if entry["namespace"] == namespace and entry["name"] == name:
                     last = _pod_status(entry)
             if last is not None and last.phase in _SETTLED:
                 return last

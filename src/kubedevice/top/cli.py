@@ -1,7 +1,8 @@
 """`kubedevice top`: the frame, refreshed every second until `q` or Ctrl-C; one frame when not a terminal.
 
-Errors are one line on stderr: exit 2 for bad arguments, 1 when the source cannot be read in one-frame
-mode. In live mode a source that stops answering is shown in the frame and retried every second.
+Errors are one line on stderr with exit 2, for bad arguments as for a source that cannot be read in
+one-frame mode (no daemon at --root-dir, no socket at --socket), as in `status` and `podresources`. In live
+mode a source that stops answering is shown in the frame and retried every second.
 """
 
 from __future__ import annotations
@@ -15,14 +16,13 @@ import termios
 import time
 import tty
 from collections.abc import Iterator
-from pathlib import Path
 
 import typer
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from kubedevice.node.options import ROOT_HELP, default_root_dir, fail
+from kubedevice.node.options import ROOT_HELP, fail, root_option
 from kubedevice.top.frame import render
 from kubedevice.top.model import TopView
 from kubedevice.top.sources import PodResourcesSource, Source, StatusSource, TopSourceError
@@ -30,11 +30,11 @@ from kubedevice.top.sources import PodResourcesSource, Source, StatusSource, Top
 REFRESH_S = 1.0
 #: The width of the one frame printed when stdout is not a terminal: the frame is laid out for it.
 FRAME_WIDTH = 80
-EXIT_SOURCE = 1
 
 
 def top(
-    root_dir: Path | None = typer.Option(None, "--root-dir", help=ROOT_HELP),
+    # Text, not Path: typer would turn "" into ".", the current folder.
+    root_dir: str | None = typer.Option(None, "--root-dir", help=ROOT_HELP, metavar="PATH"),
     socket: str | None = typer.Option(
         None,
         "--socket",
@@ -44,16 +44,12 @@ def top(
     """Live view of the node's devices per resource and NUMA node: free, held (by which pod), unhealthy."""
     if root_dir is not None and socket is not None:
         fail("top: --root-dir and --socket are alternatives — pass one of them")
-    source: Source = (
-        PodResourcesSource(socket)
-        if socket is not None
-        else StatusSource(root_dir if root_dir is not None else default_root_dir())
-    )
+    source: Source = PodResourcesSource(socket) if socket is not None else StatusSource(root_option(root_dir))
     if not sys.stdout.isatty():
         try:
             view = asyncio.run(source.fetch())
         except TopSourceError as err:
-            fail(f"top: {err}", EXIT_SOURCE)
+            fail(f"top: {err}")
         Console(width=FRAME_WIDTH).print(render(view))
         return
     with contextlib.suppress(KeyboardInterrupt):

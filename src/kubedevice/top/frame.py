@@ -16,6 +16,7 @@ from rich.text import Text
 
 from kubedevice.inventory.model import numa_label
 from kubedevice.top.model import DeviceCell, ResourceDevices, TopView
+from kubedevice.wording import counted
 
 #: Beyond this many devices a resource is summarised per NUMA node.
 MAX_CELLS = 16
@@ -56,8 +57,8 @@ class _Counts:
         ]
         held = f"{self.held} held" + (f" ({', '.join(notes)})" if notes else "")
         if not health_known:  # free unhealthy devices are not listed: no count to give
-            return f"{total} devices listed: {held}, {self.free} free"
-        return f"{total} devices: {held}, {self.free} free, {self.unhealthy} unhealthy"
+            return f"{counted(total, 'device')} listed: {held}, {self.free} free"
+        return f"{counted(total, 'device')}: {held}, {self.free} free, {self.unhealthy} unhealthy"
 
 
 def _state(cell: DeviceCell) -> str:
@@ -145,7 +146,7 @@ def _legend(view: TopView) -> list[Text]:
 
 
 def _pods_count(n: int) -> str:
-    return "1 pod" if n == 1 else f"{n} pods"
+    return counted(n, "pod")
 
 
 def render(view: TopView) -> RenderableType:

@@ -63,12 +63,13 @@ def _sorted_cells(cells: Iterable[DeviceCell]) -> tuple[DeviceCell, ...]:
     return tuple(sorted(cells, key=lambda c: natural_key(c.device)))
 
 
-def from_status(source: str, node: dict[str, Any], pods: list[dict[str, Any]]) -> TopView:
-    """The node daemon's `/node` and `/pods` answers: health, topology and holders of every device."""
+def from_status(source: str, node: dict[str, Any], pods: dict[str, Any]) -> TopView:
+    """The node daemon's `/node` and `/pods` answers: health, topology and holders of every device.
+
+    Only pods hold devices: the manifests that could not be used (`manifestErrors`) hold nothing.
+    """
     held: list[HeldBy] = []
-    for pod in pods:
-        if "error" in pod:
-            continue  # a manifest that could not be read holds nothing
+    for pod in pods["pods"]:
         name = f"{pod['namespace']}/{pod['name']}"
         for c in pod["containers"]:
             held.extend(HeldBy(name, c["name"], r, tuple(ids)) for r, ids in c["devices"].items() if ids)
