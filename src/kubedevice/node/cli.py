@@ -10,7 +10,9 @@ import asyncio
 import gc
 import logging
 import os
+import re
 import signal
+import socket
 from typing import TYPE_CHECKING
 
 import typer
@@ -45,6 +47,22 @@ def _positive_duration(option: str, text: str) -> float:
     if seconds <= 0:
         fail(f"{option}: duration {text!r} must be more than zero")
     return seconds
+
+
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_NODE_NAME = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
+
+
+def _node_name(text: str | None) -> str:
+    """`--node-name`, else the host name lower-cased as the kubelet does; a DNS subdomain either way."""
+    name = text if text is not None else socket.gethostname().strip().lower()
+    if not name or len(name) > 253 or not _NODE_NAME.fullmatch(name):
+        what = f"--node-name {name!r}" if text is not None else f"the host name {name!r}"
+        fail(
+            f"{what} is not a node name (a DNS subdomain: lower-case letters, digits, '-' and '.') — "
+            "give one with --node-name"
+        )
+    return name
 
 
 def _topology_config(policy: str, scope: str, options: str) -> TopologyConfig:
@@ -106,6 +124,16 @@ def node(
         "--log-level",
         help="debug, info, warning or error (logs go to stderr; gRPC's own logs follow GRPC_VERBOSITY).",
     ),
+    node_name: str | None = typer.Option(
+        None,
+        "--node-name",
+        help="The node's name, for which DRA plugins publish ResourceSlices [default: the host name].",
+    ),
+    dra_state_recovery: str = typer.Option(
+        "refuse",
+        "--dra-state-recovery",
+        help="refuse or move-aside: what an unreadable dra_manager_state does at start.",
+    ),
     boot_id: str | None = typer.Option(
         None,
         "--boot-id",
@@ -125,6 +153,9 @@ def node(
     )
     if numa_nodes is not None and numa_nodes < 1:
         fail(f"--numa-nodes: {numa_nodes} is not a NUMA node count — give 1 or more")
+    if dra_state_recovery not in ("refuse", "move-aside"):
+        fail(f"--dra-state-recovery {dra_state_recovery!r}: give refuse or move-aside")
+    name = _node_name(node_name)
     check_folder("--root-dir", root)
     if manifests is not None:
         check_folder("--pod-manifest-path", manifests)
@@ -142,6 +173,8 @@ def node(
         boot_id=boot_id,
         topology=topology,
         numa_nodes=numa_nodes,
+        node_name=name,
+        dra_state_recovery="move-aside" if dra_state_recovery == "move-aside" else "refuse",
     )
     configure_logging(parse_log_level(log_level))
     # Sockets the daemon and its manager create must not be world-accessible.

@@ -8,17 +8,26 @@ from __future__ import annotations
 import os
 import random
 import signal
+import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
-from kubedevice.api.constants import ENDPOINT_STOP_GRACE_PERIOD_S, PRE_START_CONTAINER_TIMEOUT_S
+from kubedevice.api.constants import (
+    DRA_RECONCILE_PERIOD_S,
+    DRA_WIPE_DELAY_S,
+    ENDPOINT_STOP_GRACE_PERIOD_S,
+    PRE_START_CONTAINER_TIMEOUT_S,
+)
 from kubedevice.checkpoint import WRITE_STAGES
 from kubedevice.node.paths import NodePaths
 from kubedevice.topology import TopologyConfig
 
 __all__ = [
     "CHECKPOINT_FAULT_ENV",
+    "DRA_STATE_RECOVERIES",
+    "DRAStateRecovery",
     "NodeConfig",
     "NodePaths",
     "NodeStartError",
@@ -27,6 +36,9 @@ __all__ = [
 ]
 
 _DIR_MODE = 0o750
+#: `--dra-state-recovery`: refuse to start on an unreadable DRA checkpoint, or move it aside and start empty.
+DRAStateRecovery = Literal["refuse", "move-aside"]
+DRA_STATE_RECOVERIES: tuple[DRAStateRecovery, ...] = ("refuse", "move-aside")
 #: Test-only: "STAGE:PROBABILITY:SEED" makes the daemon SIGKILL itself at that stage of checkpoint writes.
 CHECKPOINT_FAULT_ENV = "KUBEDEVICE_TEST_CHECKPOINT_FAULT"
 
@@ -58,6 +70,16 @@ class NodeConfig:
     topology: TopologyConfig = field(default_factory=TopologyConfig)
     #: Pretend the machine has this many NUMA nodes (distance 10 local, 20 remote) instead of reading sysfs.
     numa_nodes: int | None = None
+    #: The node's name: the `spec.nodeName` DRA plugins publish their ResourceSlices for.
+    node_name: str = field(default_factory=socket.gethostname)
+    #: What an unreadable DRA checkpoint does at start: refuse the start, or move the file aside.
+    dra_state_recovery: DRAStateRecovery = "refuse"
+    #: How often the DRA manager unprepares the claims of pods that are gone (the kubelet's 60 s).
+    dra_reconcile_period: float = DRA_RECONCILE_PERIOD_S
+    #: How long a DRA driver whose last plugin went away keeps its ResourceSlices (the kubelet's 30 s).
+    dra_wipe_delay: float = DRA_WIPE_DELAY_S
+    #: How often a pod waiting for its claims tries again when nothing relevant changed.
+    dra_retry_period: float = 10.0
 
 
 class NodeStartError(Exception):
@@ -102,6 +124,7 @@ def make_dirs(paths: NodePaths) -> list[Path]:
         paths.plugins_registry,
         paths.pod_resources_socket.parent,
         paths.manifests,
+        paths.resourceslices,
     ):
         if not directory.is_dir():
             created.append(directory)

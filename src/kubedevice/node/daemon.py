@@ -1,7 +1,10 @@
-"""The node daemon: a device manager fed with pods from a manifest folder, plus PodResources and a status API.
+"""The node daemon: a device manager and a DRA manager fed with pods and claims from a manifest folder,
+plus PodResources and a status API.
 
-The daemon wires the parts and owns their lifecycle: the device manager, the pods of the manifest folder
-(:mod:`kubedevice.node.pod_sync`), PodResources v1, the status API and the node status loop (which, like
+The daemon wires the parts and owns their lifecycle: the device manager, the DRA manager (its drivers
+register through the same plugins_registry watcher as device plugins; their ResourceSlices are read from
+`resourceslices/`), the pods of the manifest folder (:mod:`kubedevice.node.pod_sync`, with the DRA step of
+:mod:`kubedevice.node.dra.flow`), PodResources v1, the status API and the node status loop (which, like
 the kubelet's, calls GetCapacity every second and so ends the stop grace period of plugins that left).
 
 A restart is the kubelet restarting, and plugins wait for kubelet.sock: the daemon imports what only serves
@@ -31,12 +34,18 @@ from kubedevice.node.config import (
     checkpoint_fault_from_env,
     make_dirs,
 )
+from kubedevice.node.dra.checkpoint_guard import REFUSED_HINT, DRACheckpointRefused, check_dra_checkpoint
 from kubedevice.node.pods import PodTable
 from kubedevice.node.topology import TopologyStartError, build_topology_manager
 from kubedevice.topology import TopologyManager
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
+
+    from kubedevice.dra import DRAManager
+    from kubedevice.node.dra.flow import DRAFlow
+    from kubedevice.node.dra.slice_folder import SliceFolder
+    from kubedevice.pluginwatcher.watcher import PluginWatcher
 
     from kubedevice.node.http import Response, StatusServer
     from kubedevice.node.pod_sync import PodSync
@@ -85,6 +94,10 @@ class NodeDaemon:
         self._loops: list[asyncio.Task[None]] = []
         self._grpc: grpc.aio.Server | None = None
         self._status: StatusServer | None = None
+        self.dra: DRAManager | None = None
+        self._dra_flow: DRAFlow | None = None
+        self._slices: SliceFolder | None = None
+        self._watcher: PluginWatcher | None = None
 
     @functools.cached_property
     def registry(self) -> CollectorRegistry:
@@ -150,6 +163,10 @@ class NodeDaemon:
             raise NodeStartError(
                 f"another process is serving {paths.kubelet_socket}; is a node daemon already running?"
             )
+        try:
+            await asyncio.to_thread(check_dra_checkpoint, paths.root, self.config.dra_state_recovery)
+        except DRACheckpointRefused as err:
+            raise NodeStartError(str(err)) from None
         created = await asyncio.to_thread(make_dirs, paths)
         if paths.manifests in created:
             log.info(
@@ -161,7 +178,6 @@ class NodeDaemon:
             manager = DeviceManager(
                 paths.plugin_dir,
                 stop_grace_period=self.config.stop_grace_period,
-                plugins_registry=paths.plugins_registry,
                 active_pods=self.pods.active_uids,
                 allocate_timeout=timeout,
                 preferred_allocation_timeout=timeout,
@@ -190,12 +206,23 @@ class NodeDaemon:
         from kubedevice.node.podresources import PodResourcesMetrics
         from kubedevice.node.state import PodStateFile
 
+        try:
+            await self._start_dra()
+            self._start_plugin_watcher()
+        except BaseException:
+            await self.stop()
+            raise
+
         node_metrics = NodeMetrics(self.registry, self.pods.count_by_phase)
         podresources_metrics = PodResourcesMetrics(self.registry)
         topology.metrics.register(self.registry)
         manager.metrics.register(self.registry)
         self._state = PodStateFile(paths.state_file, current_boot_id(self.config.boot_id))
-        self._sync = PodSync(self.config, paths, manager, topology, self.pods, self._state, node_metrics)
+        flow = self._require_dra_flow()
+        self._sync = PodSync(
+            self.config, paths, manager, topology, self.pods, self._state, node_metrics, flow
+        )
+        flow.on_gone = self._sync.terminated
         try:
             await self._sync.start()
             await self._serve(podresources_metrics)
@@ -211,6 +238,68 @@ class NodeDaemon:
             paths.status_socket,
             f" and http://{tcp[0]}:{tcp[1]}" if tcp else "",
         )
+
+    async def _start_dra(self) -> None:
+        """The DRA manager on the root's dra_manager_state, its claims from the manifests, its slices
+        from resourceslices/ (every file there deleted first: plugins publish again when they register)."""
+        from kubedevice.dra import DRACheckpointError, DRAManager
+        from kubedevice.node.dra.claim_store import ClaimStore
+        from kubedevice.node.dra.flow import DRAFlow
+        from kubedevice.node.dra.slice_folder import SliceFolder
+
+        config, paths = self.config, self.paths
+        claims = ClaimStore()
+        slices = SliceFolder(paths.resourceslices, config.node_name, use_inotify=config.use_inotify)
+        dra = DRAManager(
+            paths.root,
+            claims=claims,
+            registry=self.registry,
+            wipe_delay=config.dra_wipe_delay,
+            reconcile_period=config.dra_reconcile_period,
+            active_pods=self.pods.active_uids,
+            on_wipe=slices.wipe_driver,
+            checkpoint_fault=checkpoint_fault_from_env(os.environ),
+        )
+        try:
+            await dra.start()
+        except DRACheckpointError as err:
+            hint = REFUSED_HINT if err.corrupt else "make the folder usable"
+            raise NodeStartError(f"{dra.checkpoint_path}: {err} — {hint}") from None
+        self.dra = dra
+        flow = DRAFlow(
+            dra,
+            claims,
+            retry_period=config.dra_retry_period,
+            reconcile_period=config.dra_reconcile_period,
+        )
+        self._dra_flow = flow
+        slices.on_change = flow.changed
+        await slices.start()
+        self._slices = slices
+
+    def _start_plugin_watcher(self) -> None:
+        """One plugins_registry watcher for both managers' plugins: device plugins and DRA drivers."""
+        from kubedevice.api import constants
+        from kubedevice.pluginwatcher import WatcherOptions
+        from kubedevice.pluginwatcher.watcher import PluginWatcher
+
+        manager, flow = self._require_manager(), self._require_dra_flow()
+        handlers = {
+            constants.DEVICE_PLUGIN_TYPE: manager.plugin_handler,
+            constants.DRA_PLUGIN_TYPE: flow.plugin_handler(),
+        }
+        options = WatcherOptions(
+            constants.DIAL_TIMEOUT_S,
+            constants.GET_INFO_TIMEOUT_S,
+            constants.NOTIFY_REGISTRATION_STATUS_TIMEOUT_S,
+        )
+        self._watcher = PluginWatcher(self.paths.plugins_registry, handlers, options=options)
+        self._watcher.start()
+
+    def _require_dra_flow(self) -> DRAFlow:
+        if self._dra_flow is None:
+            raise RuntimeError("the node daemon is not started")
+        return self._dra_flow
 
     async def _serve(self, podresources_metrics: PodResourcesMetrics) -> None:
         from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
@@ -254,8 +343,15 @@ class NodeDaemon:
             task.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
         self._loops.clear()
+        if self._watcher is not None:
+            await self._watcher.stop()
+            self._watcher = None
         if self._sync is not None:
             await self._sync.stop()
+        if self._dra_flow is not None:
+            await self._dra_flow.stop()
+        if self._slices is not None:
+            await self._slices.stop()
         if self._status is not None:
             await self._status.stop()
         if self._grpc is not None:
@@ -263,6 +359,8 @@ class NodeDaemon:
             self._grpc = None
         if self.manager is not None:
             await self.manager.stop()
+        if self.dra is not None:
+            await self.dra.stop()
         if self._sync is not None and self._state is not None:
             with contextlib.suppress(OSError):
                 await self._state.save(self._sync.remembered_pods)

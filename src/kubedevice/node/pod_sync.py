@@ -25,10 +25,19 @@ from kubedevice.node.admission import (
     wait_for_devices,
 )
 from kubedevice.node.config import NodeConfig, NodePaths
+from kubedevice.dra import DRAError
+from kubedevice.node.dra.flow import DRAFlow, has_claims
 from kubedevice.node.durations import format_duration
 from kubedevice.node.manifest_folder import ManifestFolder, ScanResult, is_manifest_name
 from kubedevice.node.manifests import PodManifest
 from kubedevice.node.metrics import NodeMetrics
+from kubedevice.node.pod_restore import (
+    log_pods,
+    pod_name,
+    restore_running,
+    restore_terminated,
+    was_running,
+)
 from kubedevice.node.pods import ADMISSION_ERROR_REASON, PodRecord, PodTable
 from kubedevice.node.state import PodStateFile, SavedPod
 from kubedevice.topology import TopologyManager
@@ -49,6 +58,7 @@ class PodSync:
         pods: PodTable,
         state: PodStateFile,
         metrics: NodeMetrics,
+        dra: DRAFlow,
     ) -> None:
         self.config = config
         self.paths = paths
@@ -59,6 +69,9 @@ class PodSync:
         self._topology = topology
         self._state = state
         self._metrics = metrics
+        self._dra = dra
+        #: Manifests whose pod UID is still Terminating: admitted anew once its termination ends.
+        self._comeback: dict[str, PodManifest] = {}
         self._folder = ManifestFolder(paths.manifests, allow_symlinks=config.allow_symlinks)
         self._manifest_watch = DirectoryWatch(
             paths.manifests,
@@ -100,26 +113,33 @@ class PodSync:
             log.info("the node rebooted: pods in the checkpoint are admitted again, with checks")
         result = await asyncio.to_thread(self._folder.scan)
         self._report_bad_files(result)
+        self._dra.claims.update(result.dra.claims)
         new: list[PodRecord] = []
         restored: list[str] = []
         for m in result.pods:
             record = PodRecord(m)
             self.pods.add(record)
-            if self._restore_terminated(record, saved.get(m.uid)):
+            if restore_terminated(record, saved.get(m.uid)):
                 continue
-            if not rebooted and (m.uid in checkpointed or _was_running(saved.get(m.uid), m)):
-                if await self._restore_running(manager, record):
-                    restored.append(_name(record.pod))
-            else:
-                new.append(record)
-        _log_pods(
+            # A pod with claims ran only if the state file says so: its devices may be held while it waits.
+            ran = was_running(saved.get(m.uid), m) or (m.uid in checkpointed and not has_claims(record))
+            try:
+                if not rebooted and ran and await restore_running(self._topology, manager, self._dra, record):
+                    restored.append(podpod_name(record.pod))
+                    continue
+            except DeviceManagerError as err:
+                self._fail(record, str(err))
+                continue
+            new.append(record)
+        log_pods(
             restored,
             "pod %s was running before the restart: Running",
             "%d pods were running before the restart: Running (%s, ...)",
         )
         manager.sources_ready = True
+        self._dra.sources_ready(self.pods)
         freed = manager.update_allocated_devices(self.pods.active_uids())
-        _log_pods(
+        log_pods(
             freed,
             "pod %s is gone from the manifests: its devices were freed",
             "%d pods are gone from the manifests: their devices were freed (%s, ...)",
@@ -128,38 +148,8 @@ class PodSync:
         for record in new:
             self._start_admission(record)
 
-    def _restore_terminated(self, record: PodRecord, saved: SavedPod | None) -> bool:
-        if record.manifest.succeeded:
-            record.phase = "Succeeded"
-            return True
-        if (
-            saved is not None
-            and saved.digest == record.manifest.digest
-            and saved.phase in ("Failed", "Succeeded")
-        ):
-            record.phase = "Failed" if saved.phase == "Failed" else "Succeeded"
-            record.reason, record.message = saved.reason, saved.message
-            log.info("pod %s stays %s after the restart", _name(record.pod), record.phase)
-            return True
-        return False
-
-    async def _restore_running(self, manager: DeviceManager, record: PodRecord) -> bool:
-        """A pod that was Running before the restart (same boot) goes on without a new admission.
-
-        Its containers are still running, so they keep what they hold, devices or none, with no health
-        or registration check: the kubelet's already-running path, which a restart must never fail.
-        """
-        try:
-            record.warnings = await allocate_pod(self._topology, manager, record.pod, already_running=True)
-            record.run_options = await start_containers(manager, record.pod, already_running=True)
-        except DeviceManagerError as err:
-            self._fail(record, str(err))
-            return False
-        record.phase = "Running"
-        return True
-
     def _is_manifest_event(self, name: str, mask: Mask) -> bool:
-        if not is_manifest_name(name):
+        if not is_manifestpod_name(name):
             return False
         # A regular file is reported again when the writer closes it; reading it at its creation could
         # catch it half written. A symlink is whole when it is created.
@@ -180,14 +170,19 @@ class PodSync:
 
     async def _reconcile(self, result: ScanResult) -> None:
         self._report_bad_files(result)
+        if self._dra.claims.update(result.dra.claims):
+            self._dra.changed()
         current = {m.uid: m for m in result.pods}
         changed = False
         files = {m.file for m in result.pods}
         covered = result.covered
+        for uid, m in list(self._comeback.items()):
+            if (covered is None or m.file in covered) and uid not in current:
+                del self._comeback[uid]
         for record in self.pods:
             file = record.manifest.file
-            if covered is not None and file not in covered:
-                continue  # a file this scan did not look at
+            if record.terminating or (covered is not None and file not in covered):
+                continue  # Terminating already, or a file this scan did not look at
             if record.uid not in current and file not in result.errors:
                 # Without metadata.uid an edit makes a new pod: the old one ends, its file still there.
                 edited = file in files
@@ -195,12 +190,14 @@ class PodSync:
                 changed = True
         for m in result.pods:
             known = self.pods.get(m.uid)
-            if known is None:
+            if known is not None and known.terminating:
+                self._comeback[m.uid] = m
+            elif known is None:
                 record = PodRecord(m)
                 self.pods.add(record)
                 if m.succeeded:
                     record.phase = "Succeeded"
-                    log.info("pod %s from %s has already succeeded: not admitted", _name(m.pod), m.file)
+                    log.info("pod %s from %s has already succeeded: not admitted", pod_name(m.pod), m.file)
                     changed = True
                 else:
                     self._start_admission(record)  # Pending: nothing the state file keeps changed
@@ -218,7 +215,7 @@ class PodSync:
             record.manifest, record.phase, record.reason, record.message = m, "Succeeded", "", ""
             record.run_options = {}
             self._release()
-            log.info("pod %s succeeded: its devices were freed", _name(m.pod))
+            log.info("pod %s succeeded: its devices were freed", pod_name(m.pod))
             return True
         if record.phase == "Failed":
             record.manifest, record.phase, record.reason, record.message = m, "Pending", "", ""
@@ -226,17 +223,30 @@ class PodSync:
             self._start_admission(record)
             return True
         log.warning(
-            "pod %s: manifest %s changed but a pod's spec cannot change; ignored", _name(m.pod), m.file
+            "pod %s: manifest %s changed but a pod's spec cannot change; ignored", pod_name(m.pod), m.file
         )
         record.manifest = m
         return False
 
     def _terminate(self, record: PodRecord, why: str) -> None:
         self._cancel_admission(record.uid)
-        self.pods.remove(record.uid)
+        if self._dra.terminate(record):
+            why += "; Terminating until its claims are unprepared"
+        else:
+            self.pods.remove(record.uid)
         self._topology.remove_pod(record.uid)
         self._release()
-        log.info("pod %s terminated (%s): its devices were freed", _name(record.pod), why)
+        log.info("pod %s terminated (%s): its devices were freed", pod_name(record.pod), why)
+
+    def terminated(self, record: PodRecord) -> None:
+        """A Terminating pod's claims are unprepared: it goes, and its manifest, if back, is admitted."""
+        if self.pods.get(record.uid) is record:
+            self.pods.remove(record.uid)
+        comeback = self._comeback.pop(record.uid, None)
+        if comeback is not None:
+            new = PodRecord(comeback)
+            self.pods.add(new)
+            self._start_admission(new)
 
     def _release(self) -> None:
         self._manager.update_allocated_devices(self.pods.active_uids())
@@ -249,7 +259,7 @@ class PodSync:
             task.cancel()
 
     def _start_admission(self, record: PodRecord) -> None:
-        task = asyncio.create_task(self._admit(record), name=f"admit {_name(record.pod)}")
+        task = asyncio.create_task(self._admit(record), name=f"admit {pod_name(record.pod)}")
         self._admissions[record.uid] = task
         task.add_done_callback(functools.partial(self._admission_done, record.uid))
 
@@ -270,7 +280,7 @@ class PodSync:
             if missing:
                 log.info(
                     "pod %s waited %s; still missing: %s",
-                    _name(record.pod),
+                    pod_name(record.pod),
                     format_duration(self.config.admission_wait),
                     "; ".join(f"{r}: {why}" for r, why in missing.items()),
                 )
@@ -293,19 +303,23 @@ class PodSync:
                 record.warnings = await allocate_pod(self._topology, manager, record.pod)
             if needs:
                 await manager.write_checkpoint()
+            prepared = not has_claims(record) or await self._prepare_claims(record, started)
             if before:
                 await asyncio.wait(before)  # never cancels them, even when this admission is
-            if self._pending(record):
+            if prepared and self._pending(record):
                 options = await start_containers(manager, record.pod)
+                if has_claims(record):
+                    options = self._dra.run_options(record, options)
         except PodRejected as err:
             self._fail(record, err.message, err.reason, err.detail)
-        except DeviceManagerError as err:
+        except (DeviceManagerError, DRAError) as err:
             self._fail(record, str(err))
         finally:
-            started.set_result(None)
+            if not started.done():
+                started.set_result(None)
         if options is not None:
             record.run_options = options
-            if all(o is None for o in options.values()):
+            if has_claims(record) or all(o is None for o in options.values()):
                 # No checkpoint entry says it runs: save that before anyone is told it does.
                 self._starting.add(record.uid)
                 try:
@@ -314,7 +328,7 @@ class PodSync:
                     self._starting.discard(record.uid)
             record.phase = "Running"
             self._metrics.admissions.inc()
-            log.info("pod %s admitted: Running", _name(record.pod))
+            log.info("pod %s admitted: Running", pod_name(record.pod))
         if self.pods.get(record.uid) is not record or not record.active:
             self._release()  # removed while admitting, or failed part-way: free what it got
         if not record.active:
@@ -324,7 +338,19 @@ class PodSync:
 
     def _pending(self, record: PodRecord) -> bool:
         """Still in the table and waiting for its admission (not removed nor finished meanwhile)."""
-        return self.pods.get(record.uid) is record and record.phase == "Pending"
+        return self.pods.get(record.uid) is record and record.phase == "Pending" and not record.terminating
+
+    async def _prepare_claims(self, record: PodRecord, started: asyncio.Future[None]) -> bool:
+        """The DRA step: True once the pod's claims are prepared; False when it left first."""
+
+        def waiting() -> None:
+            # The pods after it on its device-plugin resources do not wait for its claims.
+            if not started.done():
+                started.set_result(None)
+
+        if not await self._dra.until_prepared(record, lambda: self._pending(record), waiting):
+            return False
+        return self._pending(record) or self._dra.forget_unprepared(record.uid)
 
     def _fail(
         self, record: PodRecord, message: str, reason: str = ADMISSION_ERROR_REASON, detail: str = ""
@@ -333,9 +359,9 @@ class PodSync:
         record.run_options = {}
         self._topology.remove_pod(record.uid)
         self._metrics.admission_failures.inc()
-        log.warning("pod %s failed admission: %s", _name(record.pod), message)
+        log.warning("pod %s failed admission: %s", pod_name(record.pod), message)
         if detail:
-            log.info("pod %s: %s because %s", _name(record.pod), reason, detail)
+            log.info("pod %s: %s because %s", pod_name(record.pod), reason, detail)
 
     def _report_bad_files(self, result: ScanResult) -> None:
         errors = result.errors
@@ -356,12 +382,13 @@ class PodSync:
         and a Pending pod is admitted again anyway, so neither costs a write.
         """
         with_devices = self._manager.pod_uids()
-        kept = {record.uid: record.saved() for record in self.pods if not record.active}
+        kept = {r.uid: r.saved() for r in self.pods if not r.active and not r.terminating}
         for record in self.pods:
             if record.uid in self._starting:
                 kept[record.uid] = record.saved("Running")
-            elif record.phase == "Running" and record.uid not in with_devices:
-                kept[record.uid] = record.saved()
+            elif record.phase == "Running" and not record.terminating:
+                if record.uid not in with_devices or has_claims(record):
+                    kept[record.uid] = record.saved()
         return kept
 
     async def _save_state(self) -> None:
@@ -369,27 +396,3 @@ class PodSync:
             await self._state.save(self.remembered_pods)
         except OSError as err:
             log.error("cannot write the pod state file %s: %s", self.paths.state_file, err)
-
-
-def _was_running(saved: SavedPod | None, manifest: PodManifest) -> bool:
-    """The state file says this very pod version was Running (one without a checkpoint entry)."""
-    return saved is not None and saved.phase == "Running" and saved.digest == manifest.digest
-
-
-def _name(pod: Pod) -> str:
-    return f"{pod.namespace}/{pod.name} ({pod.uid})"
-
-
-#: Above this many, pods that went the same way at start-up make one line (each is logged at debug level):
-#: a node restarting with 10^4 pods must not write 10^4 lines before it serves.
-_LOG_EACH = 10
-
-
-def _log_pods(pods: list[str], one: str, many: str) -> None:
-    if len(pods) <= _LOG_EACH:
-        for pod in pods:
-            log.info(one, pod)
-        return
-    log.info(many, len(pods), ", ".join(pods[:3]))
-    for pod in pods:
-        log.debug(one, pod)

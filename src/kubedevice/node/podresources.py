@@ -1,4 +1,4 @@
-"""The PodResources v1 service over the device manager's state, with its metrics."""
+"""The PodResources v1 service over the device manager's state (and the DRA manager's claims), with its metrics."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from prometheus_client.core import Metric
 
 from kubedevice.api.podresources.v1 import api_pb2 as pr
 from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
+from kubedevice.dra import DynamicResource
 from kubedevice.manager import DeviceManager
 from kubedevice.manager.types import Pod
 from kubedevice.node.ratelimit import TokenBucket
@@ -21,6 +22,8 @@ RATE_LIMIT_MESSAGE = "rejected by rate limit"
 
 #: (pod, active) for every pod the node knows, in a stable order.
 PodLister = Callable[[], Sequence[tuple[Pod, bool]]]
+#: (pod, container name) -> the container's `dynamic_resources` (the DRA manager's claim infos).
+DynamicResourcesLookup = Callable[[Pod, str], Sequence[DynamicResource]]
 
 _COUNTERS = {
     "kubelet_pod_resources_endpoint_requests_total": "Cumulative number of requests to the PodResource "
@@ -78,6 +81,27 @@ _ALLOCATABLE = _Rpc(
 _GET = _Rpc("kubelet_pod_resources_endpoint_requests_get", "kubelet_pod_resources_endpoint_errors_get")
 
 
+def dynamic_resources(resources: Sequence[DynamicResource]) -> list[pr.DynamicResource]:
+    """The DRA manager's entries as messages, its order and CDI lists (the kubelet's quirk) kept."""
+    return [
+        pr.DynamicResource(
+            claim_name=r.claim_name,
+            claim_namespace=r.claim_namespace,
+            claim_resources=[
+                pr.ClaimResource(
+                    cdi_devices=[pr.CDIDevice(name=cdi) for cdi in c.cdi_devices],
+                    driver_name=c.driver_name,
+                    pool_name=c.pool_name,
+                    device_name=c.device_name,
+                    share_id=c.share_id,
+                )
+                for c in r.claim_resources
+            ],
+        )
+        for r in resources
+    ]
+
+
 def container_devices(devices: dict[str, dict[str, tuple[int, ...]]] | None) -> list[pr.ContainerDevices]:
     """One entry per device per NUMA node; a device without topology gives one entry without topology."""
     out: list[pr.ContainerDevices] = []
@@ -104,9 +128,11 @@ class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
         pods: PodLister,
         metrics: PodResourcesMetrics,
         limiter: TokenBucket | None = None,
+        claims: DynamicResourcesLookup | None = None,
     ) -> None:
         self._manager = manager
         self._pods = pods
+        self._claims = claims
         self._metrics = metrics
         self._limiter = limiter if limiter is not None else TokenBucket()
 
@@ -124,7 +150,9 @@ class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
             namespace=pod.namespace,
             containers=[
                 pr.ContainerResources(
-                    name=c.name, devices=container_devices(self._manager.get_devices(pod.uid, c.name))
+                    name=c.name,
+                    devices=container_devices(self._manager.get_devices(pod.uid, c.name)),
+                    dynamic_resources=dynamic_resources(self._claims(pod, c.name)) if self._claims else (),
                 )
                 for c in containers
             ],

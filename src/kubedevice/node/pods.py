@@ -32,6 +32,8 @@ class PodRecord:
     #: container name -> run options computed when it started (None: it holds no devices).
     run_options: dict[str, RunContainerOptions | None] = field(default_factory=dict)
     _phase: PodPhase = "Pending"
+    #: Its manifest is gone but its claims are not unprepared yet: shown with its last phase, not active.
+    _terminating: bool = False
     #: The table holding the record, told of every phase change (it keeps the active UIDs).
     _table: PodTable | None = field(default=None, repr=False, compare=False)
 
@@ -46,6 +48,16 @@ class PodRecord:
             self._table.phase_changed(self)
 
     @property
+    def terminating(self) -> bool:
+        return self._terminating
+
+    @terminating.setter
+    def terminating(self, terminating: bool) -> None:
+        self._terminating = terminating
+        if self._table is not None:
+            self._table.phase_changed(self)
+
+    @property
     def uid(self) -> str:
         return self.manifest.uid
 
@@ -56,7 +68,7 @@ class PodRecord:
     @property
     def active(self) -> bool:
         """The kubelet's "active pod": not terminated, so its devices are kept."""
-        return self.phase in _ACTIVE_PHASES
+        return self.phase in _ACTIVE_PHASES and not self._terminating
 
     def saved(self, phase: PodPhase | None = None) -> SavedPod:
         # The daemon makes its table before serving kubelet.sock, and saves pods only after.
