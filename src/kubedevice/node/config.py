@@ -26,6 +26,7 @@ from kubedevice.topology import TopologyConfig
 
 __all__ = [
     "CHECKPOINT_FAULT_ENV",
+    "DRA_CHECKPOINT_FAULT_ENV",
     "DRA_STATE_RECOVERIES",
     "DRAStateRecovery",
     "NodeConfig",
@@ -41,6 +42,8 @@ DRAStateRecovery = Literal["refuse", "move-aside"]
 DRA_STATE_RECOVERIES: tuple[DRAStateRecovery, ...] = ("refuse", "move-aside")
 #: Test-only: "STAGE:PROBABILITY:SEED" makes the daemon SIGKILL itself at that stage of checkpoint writes.
 CHECKPOINT_FAULT_ENV = "KUBEDEVICE_TEST_CHECKPOINT_FAULT"
+#: The same for the DRA manager's checkpoint (dra_manager_state).
+DRA_CHECKPOINT_FAULT_ENV = "KUBEDEVICE_TEST_DRA_CHECKPOINT_FAULT"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,13 +89,15 @@ class NodeStartError(Exception):
     """The daemon cannot start; str() is one line naming what is wrong."""
 
 
-def checkpoint_fault_from_env(env: Mapping[str, str]) -> Callable[[str], None] | None:
+def checkpoint_fault_from_env(
+    env: Mapping[str, str], name: str = CHECKPOINT_FAULT_ENV
+) -> Callable[[str], None] | None:
     """The crash-consistency tests' hook: kill this process inside a checkpoint write, seeded.
 
     Test-only and never configuration, hence an environment variable rather than a flag. A malformed
     value is a ValueError (the daemon refuses to start) rather than a test that silently kills nothing.
     """
-    spec = env.get(CHECKPOINT_FAULT_ENV)
+    spec = env.get(name)
     if not spec:
         return None
     stage, _, rest = spec.partition(":")
@@ -103,7 +108,7 @@ def checkpoint_fault_from_env(env: Mapping[str, str]) -> Callable[[str], None] |
         probability, seed = -1.0, 0
     if stage not in (*WRITE_STAGES, "any") or not 0.0 <= probability <= 1.0:
         raise ValueError(
-            f"{CHECKPOINT_FAULT_ENV}={spec!r}: want STAGE:PROBABILITY:SEED with STAGE one of "
+            f"{name}={spec!r}: want STAGE:PROBABILITY:SEED with STAGE one of "
             f"{', '.join((*WRITE_STAGES, 'any'))} and PROBABILITY from 0 to 1"
         )
     rng = random.Random(seed)

@@ -28,6 +28,7 @@ from kubedevice.manager import DeviceManager, Pod
 from kubedevice.node.boot import current_boot_id
 from kubedevice.node.config import (
     CHECKPOINT_FAULT_ENV,
+    DRA_CHECKPOINT_FAULT_ENV,
     NodeConfig,
     NodePaths,
     NodeStartError,
@@ -42,15 +43,14 @@ from kubedevice.topology import TopologyManager
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from kubedevice.dra import DRAManager
+    from kubedevice.dra import DRAManager, DynamicResource
     from kubedevice.node.dra.flow import DRAFlow
     from kubedevice.node.dra.slice_folder import SliceFolder
-    from kubedevice.pluginwatcher.watcher import PluginWatcher
-
-    from kubedevice.node.http import Response, StatusServer
+    from kubedevice.node.http import StatusServer
     from kubedevice.node.pod_sync import PodSync
     from kubedevice.node.podresources import PodResourcesMetrics
     from kubedevice.node.state import PodStateFile
+    from kubedevice.pluginwatcher.watcher import PluginWatcher
 
 __all__ = [
     "CHECKPOINT_FAULT_ENV",
@@ -124,29 +124,6 @@ class NodeDaemon:
         if self.topology is None:
             raise RuntimeError("the node daemon is not started")
         return self.topology
-
-    # The views are imported on the first request: the daemon serves its sockets without them.
-    def _node_response(self) -> Response:
-        from kubedevice.node import views
-        from kubedevice.node.http import Response
-
-        manager, topology = self._require_manager(), self._require_topology()
-        scope = self.config.topology.scope
-        return Response.json(views.node_view(manager, self.paths.checkpoint, topology, scope))
-
-    def _pods_response(self) -> Response:
-        from kubedevice.node import views
-        from kubedevice.node.http import Response
-
-        manager, topology = self._require_manager(), self._require_topology()
-        return Response.json(views.pods_view(manager, self.pods, self.bad_files, topology))
-
-    def _metrics_response(self) -> Response:
-        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
-        from kubedevice.node.http import Response
-
-        return Response(200, generate_latest(self.registry), CONTENT_TYPE_LATEST)
 
     async def start(self) -> None:
         paths = self.paths
@@ -250,6 +227,10 @@ class NodeDaemon:
         config, paths = self.config, self.paths
         claims = ClaimStore()
         slices = SliceFolder(paths.resourceslices, config.node_name, use_inotify=config.use_inotify)
+        try:
+            fault = checkpoint_fault_from_env(os.environ, DRA_CHECKPOINT_FAULT_ENV)
+        except ValueError as err:
+            raise NodeStartError(str(err)) from None
         dra = DRAManager(
             paths.root,
             claims=claims,
@@ -258,7 +239,7 @@ class NodeDaemon:
             reconcile_period=config.dra_reconcile_period,
             active_pods=self.pods.active_uids,
             on_wipe=slices.wipe_driver,
-            checkpoint_fault=checkpoint_fault_from_env(os.environ),
+            checkpoint_fault=fault,
         )
         try:
             await dra.start()
@@ -296,6 +277,11 @@ class NodeDaemon:
         self._watcher = PluginWatcher(self.paths.plugins_registry, handlers, options=options)
         self._watcher.start()
 
+    def _slices_folder(self) -> SliceFolder:
+        if self._slices is None:
+            raise RuntimeError("the node daemon is not started")
+        return self._slices
+
     def _require_dra_flow(self) -> DRAFlow:
         if self._dra_flow is None:
             raise RuntimeError("the node daemon is not started")
@@ -303,8 +289,9 @@ class NodeDaemon:
 
     async def _serve(self, podresources_metrics: PodResourcesMetrics) -> None:
         from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
-        from kubedevice.node.http import Response, StatusServer
+        from kubedevice.node.http import StatusServer
         from kubedevice.node.podresources import PodResourcesServicer
+        from kubedevice.node.status_api import StatusAPI
 
         paths = self.paths
         server = grpc.aio.server()
@@ -313,6 +300,7 @@ class NodeDaemon:
                 self._require_manager(),
                 lambda: [(r.pod, r.active) for r in self.pods],
                 podresources_metrics,
+                claims=self._dynamic_resources,
             ),
             server,
         )
@@ -325,14 +313,20 @@ class NodeDaemon:
         await server.start()
         self._grpc = server
         os.chmod(paths.pod_resources_socket, _SOCKET_MODE)
-        self._status = StatusServer(
-            {
-                "/healthz": lambda: Response.text("ok\n"),
-                "/metrics": self._metrics_response,
-                "/node": self._node_response,
-                "/pods": self._pods_response,
-            }
+        api = StatusAPI(
+            self._require_manager(),
+            self._require_topology(),
+            self.config.topology.scope,
+            paths.checkpoint,
+            self._require_dra_flow().manager,
+            self._require_dra_flow().claims,
+            self._slices_folder(),
+            self.config.node_name,
+            self.pods,
+            lambda: self.bad_files,
+            self.registry,
         )
+        self._status = StatusServer(api.routes(), api.prefixes())
         try:
             await self._status.start(paths.status_socket, self.config.http_addr)
         except OSError as err:
@@ -374,6 +368,12 @@ class NodeDaemon:
             await asyncio.sleep(self.config.status_interval)
             # GetCapacity is what drops resources past their stop grace period; it logs them itself.
             manager.get_capacity()
+
+    def _dynamic_resources(self, pod: Pod, container: str) -> Sequence[DynamicResource]:
+        record = self.pods.get(pod.uid)
+        if record is None or self._dra_flow is None:
+            return []
+        return self._dra_flow.dynamic_resources(record, container)
 
     def active_pods(self) -> Sequence[Pod]:
         return [r.pod for r in self.pods if r.active]

@@ -43,13 +43,17 @@ class Response:
 
 
 Handler = Callable[[], Response]
+#: Serves every path under a prefix; takes the rest of the path, still URL-encoded.
+PrefixHandler = Callable[[str], Response]
 
 
 class StatusServer:
-    """Serves `routes` (path -> handler) on a unix socket (mode 0660) and optionally on host:port."""
+    """Serves `routes` (path -> handler) on a unix socket (mode 0660) and optionally on host:port;
+    `prefixes` (`/claims/` -> handler) serve the paths below them that no route names."""
 
-    def __init__(self, routes: dict[str, Handler]) -> None:
+    def __init__(self, routes: dict[str, Handler], prefixes: dict[str, PrefixHandler] | None = None) -> None:
         self._routes = routes
+        self._prefixes = prefixes or {}
         self._servers: list[asyncio.Server] = []
         self.tcp_address: tuple[str, int] | None = None
 
@@ -111,11 +115,10 @@ class StatusServer:
             return Response.json({"error": "malformed request line"}, 400)
         method, target = parts[0], parts[1]
         path = target.split("?", 1)[0]
-        handler = self._routes.get(path)
+        handler = self._routes.get(path) or self._prefix_handler(path)
         if handler is None:
-            return Response.json(
-                {"error": f"no such path {path}; try {', '.join(sorted(self._routes))}"}, 404
-            )
+            known = sorted([*self._routes, *(f"{p}..." for p in self._prefixes)])
+            return Response.json({"error": f"no such path {path}; try {', '.join(known)}"}, 404)
         if method not in ("GET", "HEAD"):
             return Response.json({"error": f"method {method} not allowed; use GET"}, 405)
         try:
@@ -124,6 +127,13 @@ class StatusServer:
             log.exception("status handler for %s failed", path)
             return Response.json({"error": f"{type(err).__name__}: {err}"}, 500)
         return Response(response.status, b"", response.content_type) if method == "HEAD" else response
+
+    def _prefix_handler(self, path: str) -> Handler | None:
+        for prefix, serve in self._prefixes.items():
+            if path.startswith(prefix) and len(path) > len(prefix):
+                rest = path[len(prefix) :]
+                return lambda: serve(rest)
+        return None
 
 
 def _remove_stale(path: Path) -> None:

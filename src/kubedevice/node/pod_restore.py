@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import logging
 
+from kubedevice.dra import DRAError
 from kubedevice.manager import DeviceManager, Pod
 from kubedevice.node.admission import allocate_pod, start_containers
-from kubedevice.dra import DRAError
 from kubedevice.node.dra.flow import DRAFlow, has_claims
 from kubedevice.node.manifests import PodManifest
 from kubedevice.node.pods import PodRecord
@@ -22,7 +22,11 @@ def restore_terminated(record: PodRecord, saved: SavedPod | None) -> bool:
     if record.manifest.succeeded:
         record.phase = "Succeeded"
         return True
-    if saved is not None and saved.digest == record.manifest.digest and saved.phase in ("Failed", "Succeeded"):
+    if (
+        saved is not None
+        and saved.digest == record.manifest.digest
+        and saved.phase in ("Failed", "Succeeded")
+    ):
         record.phase = "Failed" if saved.phase == "Failed" else "Succeeded"
         record.reason, record.message = saved.reason, saved.message
         log.info("pod %s stays %s after the restart", pod_name(record.pod), record.phase)

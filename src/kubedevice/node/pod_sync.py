@@ -16,7 +16,8 @@ import functools
 import logging
 import os
 
-from kubedevice.manager import DeviceManager, DeviceManagerError, Pod, RunContainerOptions
+from kubedevice.dra import DRAError
+from kubedevice.manager import DeviceManager, DeviceManagerError, RunContainerOptions
 from kubedevice.node.admission import (
     PodRejected,
     allocate_pod,
@@ -25,7 +26,6 @@ from kubedevice.node.admission import (
     wait_for_devices,
 )
 from kubedevice.node.config import NodeConfig, NodePaths
-from kubedevice.dra import DRAError
 from kubedevice.node.dra.flow import DRAFlow, has_claims
 from kubedevice.node.durations import format_duration
 from kubedevice.node.manifest_folder import ManifestFolder, ScanResult, is_manifest_name
@@ -125,7 +125,7 @@ class PodSync:
             ran = was_running(saved.get(m.uid), m) or (m.uid in checkpointed and not has_claims(record))
             try:
                 if not rebooted and ran and await restore_running(self._topology, manager, self._dra, record):
-                    restored.append(podpod_name(record.pod))
+                    restored.append(pod_name(record.pod))
                     continue
             except DeviceManagerError as err:
                 self._fail(record, str(err))
@@ -149,7 +149,7 @@ class PodSync:
             self._start_admission(record)
 
     def _is_manifest_event(self, name: str, mask: Mask) -> bool:
-        if not is_manifestpod_name(name):
+        if not is_manifest_name(name):
             return False
         # A regular file is reported again when the writer closes it; reading it at its creation could
         # catch it half written. A symlink is whole when it is created.
@@ -386,9 +386,12 @@ class PodSync:
         for record in self.pods:
             if record.uid in self._starting:
                 kept[record.uid] = record.saved("Running")
-            elif record.phase == "Running" and not record.terminating:
-                if record.uid not in with_devices or has_claims(record):
-                    kept[record.uid] = record.saved()
+            elif (
+                record.phase == "Running"
+                and not record.terminating
+                and (record.uid not in with_devices or has_claims(record))
+            ):
+                kept[record.uid] = record.saved()
         return kept
 
     async def _save_state(self) -> None:

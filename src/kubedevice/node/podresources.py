@@ -1,4 +1,4 @@
-"""The PodResources v1 service over the device manager's state (and the DRA manager's claims), with its metrics."""
+"""The PodResources v1 service over the device manager's and the DRA manager's state, with its metrics."""
 
 from __future__ import annotations
 

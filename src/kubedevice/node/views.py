@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kubedevice.manager import DeviceManager, RunContainerOptions
 from kubedevice.node.pods import PodRecord
@@ -80,19 +80,36 @@ def run_options_view(options: RunContainerOptions | None) -> dict[str, Any]:
     }
 
 
-def pod_view(manager: DeviceManager, record: PodRecord, topology: TopologyManager) -> dict[str, Any]:
+class PodClaimsView(Protocol):
+    """The DRA part of a pod's view: its claims, and each container's claims with their devices."""
+
+    def pod_claims(self, record: PodRecord) -> list[dict[str, Any]]: ...
+
+    def container_claims(self, record: PodRecord, container: str) -> list[dict[str, Any]]: ...
+
+
+def pod_view(
+    manager: DeviceManager,
+    record: PodRecord,
+    topology: TopologyManager,
+    claims: PodClaimsView | None = None,
+) -> dict[str, Any]:
     pod = record.pod
     hints = topology.pod_hints(pod.uid)
     containers: list[dict[str, Any]] = []
     for c in [*pod.init_containers, *pod.containers]:
         devices = manager.get_devices(pod.uid, c.name) or {}
         health = manager.allocated_resources_status(pod.uid, c.name)
+        options = run_options_view(record.run_options.get(c.name))
         containers.append(
             {
                 "name": c.name,
                 "devices": {r: sorted(ids) for r, ids in sorted(devices.items())},
                 "topologyHint": hints[c.name].to_json() if c.name in hints else None,
-                "runOptions": run_options_view(record.run_options.get(c.name)),
+                "runOptions": options,
+                # DRA's CDI IDs first, then the device plugins' (what the runtime would be given).
+                "cdiDevices": options["cdiDevices"],
+                "claims": claims.container_claims(record, c.name) if claims is not None else [],
                 "allocatedResourcesStatus": [
                     {
                         "name": resource,
@@ -108,11 +125,14 @@ def pod_view(manager: DeviceManager, record: PodRecord, topology: TopologyManage
         "uid": pod.uid,
         "file": record.manifest.file,
         "phase": record.phase,
+        # The manifest is gone; the pod waits for its claims to be unprepared (kubectl's Terminating).
+        "terminating": record.terminating,
         "reason": record.reason,
         "message": record.message,
         # The daemon's own why of a refusal, and what a pod runs without: beyond the kubelet's status.
         "detail": record.detail,
         "warnings": list(record.warnings),
+        "resourceClaims": claims.pod_claims(record) if claims is not None else [],
         "containers": containers,
     }
 
@@ -122,10 +142,11 @@ def pods_view(
     records: Iterable[PodRecord],
     bad_files: Mapping[str, str],
     topology: TopologyManager,
+    claims: PodClaimsView | None = None,
 ) -> dict[str, Any]:
     """`{"pods": [pod, ...], "manifestErrors": [{"file", "error"}, ...]}`: a script iterating the pods
     meets only pods; the files that could not be used are beside them."""
     return {
-        "pods": [pod_view(manager, r, topology) for r in records],
+        "pods": [pod_view(manager, r, topology, claims) for r in records],
         "manifestErrors": [{"file": f, "error": e} for f, e in sorted(bad_files.items())],
     }

@@ -48,7 +48,8 @@ def check_dra_checkpoint(root: Path, recovery: str) -> Path | None:
             moved = store.move_aside()
         except CheckpointError as move_err:
             raise DRACheckpointRefused(
-                f"{store.path}: {text}; moving it aside failed: {move_err} — drain the node and remove the file"
+                f"{store.path}: {text}; moving it aside failed: {move_err} — "
+                "drain the node and remove the file"
             ) from None
         log.warning(
             "moved the unreadable DRA checkpoint %s aside to %s: claims prepared before are forgotten and "

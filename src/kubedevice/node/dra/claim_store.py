@@ -94,7 +94,9 @@ class ClaimStore:
             reserved.setdefault(pod.uid, ConsumerReference("pods", pod.name, pod.uid))
             self._reserved[key] = reserved
 
-    def seed(self, claim_pods: Iterable[tuple[str, str, Iterable[str]]], pod_name: Callable[[str], str]) -> None:
+    def seed(
+        self, claim_pods: Iterable[tuple[str, str, Iterable[str]]], pod_name: Callable[[str], str]
+    ) -> None:
         """Reservations after a restart: each (namespace/name, claim UID, pod UIDs) the DRA manager's cache
         restored, for claims whose document is the same object and leaves `reservedFor` to the daemon."""
         for key, claim_uid, pod_uids in claim_pods:
@@ -171,7 +173,10 @@ def spec_json(spec: ResourceClaimSpec) -> dict[str, Any]:
         if r.first_available:
             subs = []
             for s in r.first_available:
-                sub = {"name": s.name, **_device_selection(s.device_class_name, s.selectors, s.allocation_mode, s.count)}
+                sub = {
+                    "name": s.name,
+                    **_device_selection(s.device_class_name, s.selectors, s.allocation_mode, s.count),
+                }
                 _left_out(sub, s.tolerations, s.capacity)
                 subs.append(sub)
             entry["firstAvailable"] = subs
@@ -211,7 +216,9 @@ def _device_selection(device_class: str, selectors: tuple[str, ...], mode: str, 
     return out
 
 
-def _left_out(out: dict[str, Any], tolerations: tuple[Mapping[str, Any], ...], capacity: Mapping[str, Any] | None) -> None:
+def _left_out(
+    out: dict[str, Any], tolerations: tuple[Mapping[str, Any], ...], capacity: Mapping[str, Any] | None
+) -> None:
     if tolerations:
         out["tolerations"] = [dict(t) for t in tolerations]
     if capacity is not None:

@@ -18,7 +18,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Sequence
 
-from kubedevice.dra import DRAError, DRAManager, DynamicResource, PrepareError, UnprepareError
+from kubedevice.dra import DRAManager, DynamicResource, PrepareError, UnprepareError
 from kubedevice.dra import types as dra
 from kubedevice.manager import RunContainerOptions
 from kubedevice.node.dra.claim_store import ClaimStore, ReservationError
@@ -49,9 +49,10 @@ class Signal:
         self._event = asyncio.Event()
 
 
-async def wait_for(event: asyncio.Event, timeout: float) -> None:
+async def wait_for(event: asyncio.Event, seconds: float) -> None:
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), timeout)
+        async with asyncio.timeout(seconds):
+            await event.wait()
 
 
 class RegistrationTap:
@@ -78,8 +79,7 @@ def has_claims(record: PodRecord) -> bool:
 
 def dra_pod(record: PodRecord) -> dra.Pod:
     """The pod as the DRA manager sees it."""
-    pod = record.pod
-    return record.manifest.claims.to_dra_pod(pod.uid, pod.namespace, pod.name)
+    return record.manifest.dra_pod()
 
 
 class DRAFlow:
@@ -250,4 +250,3 @@ def _waiting(record: PodRecord, reason: str, message: str) -> None:
 def _log_failure(task: asyncio.Task[int]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("DRA reconcile pass failed", exc_info=task.exception())
-

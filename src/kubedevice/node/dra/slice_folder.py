@@ -1,0 +1,157 @@
+"""`D/resourceslices/`: the ResourceSlice files DRA plugins publish, read whenever the folder changes.
+
+Whoever writes them (the SDK, another plugin, a test by hand), the daemon reads every file again on a
+change, in a thread. Like the kubelet's wipe of a driver's slices: every file is deleted when the daemon
+starts (before the plugin watcher starts; plugins publish again when they register), and a driver's files
+(`<driver>.yaml` and any file whose documents all name that driver) are deleted once the DRA manager says
+the driver's last plugin has been gone for the wipe delay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Callable, Hashable
+from pathlib import Path
+from typing import Any
+
+from kubedevice.node.dra.slice_files import SliceFile, read_slice_folder
+from kubedevice.watch import DirectoryWatch, Mask
+
+log = logging.getLogger("kubedevice.node.daemon")
+
+SLICE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def is_slice_name(name: str) -> bool:
+    """A slice file: not hidden (a writer's temporary file), a known suffix."""
+    return not name.startswith(".") and name.endswith(SLICE_SUFFIXES)
+
+
+class SliceFolder:
+    """The slices of `folder` for node `node_name`; `on_change()` is called after a read that changed them."""
+
+    def __init__(
+        self, folder: Path, node_name: str, *, use_inotify: bool = True, poll_interval: float = 0.2
+    ) -> None:
+        self.folder = folder
+        self.node_name = node_name
+        self.on_change: Callable[[], None] | None = None
+        self._files: dict[str, SliceFile] = {}
+        self._watch = DirectoryWatch(
+            folder,
+            relevant=self._is_slice_event,
+            poll_state=self._poll_state,
+            poll_interval=poll_interval,
+            use_inotify=use_inotify,
+            name="resourceslices",
+        )
+        self._task: asyncio.Task[None] | None = None
+        self._wipes: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        """Delete every file of the folder, then follow it."""
+        removed = await asyncio.to_thread(self._wipe_all)
+        if removed:
+            log.info(
+                "removed %d ResourceSlice file(s) left in %s: plugins publish again", removed, self.folder
+            )
+        self._watch.start()
+        self._task = asyncio.create_task(self._follow(), name="resourceslices")
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._task, *self._wipes) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._task = None
+        await self._watch.stop()
+
+    def files(self) -> dict[str, SliceFile]:
+        """file name -> what it holds, as last read."""
+        return dict(self._files)
+
+    def wipe_driver(self, driver: str) -> None:
+        """The DRA manager's on_wipe: the driver's last plugin is gone for good; its slices go."""
+        files = sorted(
+            {f"{driver}.yaml"}
+            | {name for name, f in self._files.items() if f.drivers and f.drivers == {driver}}
+        )
+        task = asyncio.create_task(asyncio.to_thread(self._remove, files), name=f"wipe {driver}")
+        self._wipes.add(task)
+        task.add_done_callback(self._wipes.discard)
+        log.info("DRA driver %s is gone: its ResourceSlices are wiped (%s)", driver, ", ".join(files))
+
+    async def _follow(self) -> None:
+        while True:
+            await self._read()
+            await self._watch.changed.wait()
+            self._watch.changed.clear()
+
+    async def _read(self) -> None:
+        try:
+            files = await asyncio.to_thread(read_slice_folder, self.folder, self.node_name)
+        except OSError as err:
+            log.warning("cannot read %s: %s", self.folder, err.strerror or err)
+            return
+        if files == self._files:
+            return
+        for name, f in sorted(files.items()):
+            old = self._files.get(name)
+            for problem in f.problems():
+                if old is None or problem not in old.problems():
+                    log.warning("ResourceSlice file %s: %s", name, problem)
+        self._files = files
+        if self.on_change is not None:
+            self.on_change()
+
+    def _is_slice_event(self, name: str, mask: Mask) -> bool:
+        if not is_slice_name(name):
+            return False
+        # A regular file is reported again when its writer closes it; writers that rename are whole.
+        return not mask & Mask.CREATE or os.path.islink(self.folder / name)
+
+    def _poll_state(self) -> Hashable:
+        try:
+            with os.scandir(self.folder) as entries:
+                return frozenset(
+                    (e.name, e.stat().st_mtime_ns, e.stat().st_size) for e in entries if is_slice_name(e.name)
+                )
+        except OSError:
+            return None
+
+    def _wipe_all(self) -> int:
+        removed = 0
+        with contextlib.suppress(FileNotFoundError), os.scandir(self.folder) as entries:
+            for entry in entries:
+                if entry.is_file(follow_symlinks=False) or entry.is_symlink():
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry.path)
+                        removed += 1
+        return removed
+
+    def _remove(self, names: list[str]) -> None:
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):
+                (self.folder / name).unlink()
+
+    # --- views ---
+
+    def view(self) -> list[dict[str, Any]]:
+        """Every slice read, in file order, each with its `error` (None when it is used)."""
+        return [s for name in sorted(self._files) for s in self._files[name].view(name)]
+
+    def file_errors(self) -> list[dict[str, str]]:
+        return [
+            {"file": name, "error": f.error} for name, f in sorted(self._files.items()) if f.error is not None
+        ]
+
+    def devices_by_driver(self) -> dict[str, list[str]]:
+        """driver -> `<pool>/<device>` of every device its usable slices publish."""
+        out: dict[str, list[str]] = {}
+        for name in sorted(self._files):
+            for driver, pool, device in self._files[name].devices():
+                out.setdefault(driver, []).append(f"{pool}/{device}")
+        return out

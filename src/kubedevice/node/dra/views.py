@@ -1,0 +1,193 @@
+"""What the status API answers about DRA: claims (`/claims`, `/claims/<ns>/<name>`), ResourceSlices
+(`/resourceslices`), the DRA part of `/node` and of each pod in `/pods`, as JSON-ready data."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import unquote
+
+from kubedevice.checkpoint.dra_model import ClaimInfoState
+from kubedevice.dra import DRAError, DRAManager
+from kubedevice.dra.claim_names import resolve
+from kubedevice.node.dra.claim_store import ClaimStore, consumer_json
+from kubedevice.node.dra.flow import dra_pod, has_claims
+from kubedevice.node.dra.slice_folder import SliceFolder
+from kubedevice.node.pods import PodRecord
+
+#: namespace/name -> (the cache entry, prepared in this run)
+Infos = Mapping[str, tuple[ClaimInfoState, bool]]
+
+
+def claim_infos(dra: DRAManager) -> dict[str, tuple[ClaimInfoState, bool]]:
+    return {state.key: (state, prepared) for state, prepared in dra.claim_infos()}
+
+
+def _devices(state: ClaimInfoState) -> list[dict[str, Any]]:
+    devices = []
+    for driver, entries in sorted((state.driver_state or {}).items()):
+        for d in entries or ():
+            devices.append(
+                {
+                    "driver": driver,
+                    "pool": d.pool_name,
+                    "device": d.device_name,
+                    "requestNames": list(d.request_names or ()),
+                    "cdiDevices": list(d.cdi_device_ids or ()),
+                    **({"shareID": d.share_id} if d.share_id is not None else {}),
+                }
+            )
+    return devices
+
+
+def claims_view(store: ClaimStore, dra: DRAManager, records: Iterable[PodRecord]) -> dict[str, Any]:
+    """`/claims`: every claim document and every claim the DRA manager still holds (its document may be
+    gone), sorted by namespace/name, with allocation, reservation, prepared state, devices and pods."""
+    infos = claim_infos(dra)
+    names = {r.uid: f"{r.pod.namespace}/{r.pod.name}" for r in records}
+    docs = {d.meta.key: d for d in store.documents()}
+    out = []
+    for key in sorted(set(docs) | set(infos)):
+        doc = docs.get(key)
+        state, prepared = infos.get(key, (None, False))
+        namespace, _, name = key.partition("/")
+        cached_uid = state.claim_uid if state is not None else None
+        entry: dict[str, Any] = {
+            "namespace": namespace,
+            "name": name,
+            "uid": doc.meta.uid if doc is not None else cached_uid,
+            "file": doc.meta.source if doc is not None else None,
+            "allocation": doc.allocation.to_json() if doc is not None and doc.allocation else None,
+            "reservedFor": [consumer_json(r) for r in store.reserved_for(doc)] if doc is not None else [],
+            "reservedBy": None if doc is None else "manifest" if doc.reserved_for is not None else "daemon",
+            # The cache entry: the pods it lists, its devices; `prepared` says it was prepared in this run
+            # of the daemon (an entry restored from the checkpoint is not, though its pods run).
+            "cached": state is not None,
+            "cachedUID": cached_uid,
+            "prepared": prepared,
+            "pods": [{"uid": uid, "pod": names.get(uid)} for uid in sorted(state.pod_uids or ())]
+            if state is not None
+            else [],
+            "devices": _devices(state) if state is not None else [],
+        }
+        entry["cdiDevices"] = list(dict.fromkeys(c for d in entry["devices"] for c in d["cdiDevices"]))
+        out.append(entry)
+    return {"claims": out}
+
+
+def claim_path(rest: str) -> tuple[str, str] | None:
+    """`<namespace>/<name>` (each URL-encoded) of `/claims/<namespace>/<name>`, or None."""
+    parts = rest.split("/")
+    if len(parts) != 2 or not all(parts):
+        return None
+    return unquote(parts[0]), unquote(parts[1])
+
+
+def not_found(name: str) -> dict[str, Any]:
+    """The API server's NotFound answer, its text as the kubelet passes it on."""
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "reason": "NotFound",
+        "code": 404,
+        "error": f'resourceclaims.resource.k8s.io "{name}" not found',
+        "message": f'resourceclaims.resource.k8s.io "{name}" not found',
+    }
+
+
+def slices_view(folder: SliceFolder) -> dict[str, Any]:
+    """`/resourceslices`: every slice read, with the error of each one ignored or reported."""
+    return {"resourceSlices": folder.view(), "fileErrors": folder.file_errors()}
+
+
+def node_dra_view(node_name: str, dra: DRAManager, folder: SliceFolder) -> dict[str, Any]:
+    """What `/node` adds: the node's name, the registered DRA drivers and their slices' devices."""
+    devices = folder.devices_by_driver()
+    drivers: dict[str, Any] = {}
+    for status in dra.drivers():
+        drivers[status.name] = {
+            "endpoints": [
+                {
+                    "endpoint": e.endpoint,
+                    "service": e.service,
+                    "healthService": e.health_service,
+                    "connected": e.connected,
+                }
+                for e in status.endpoints
+            ],
+            "wipePending": status.wipe_pending,
+            "devices": devices.get(status.name, []),
+        }
+    # Slices of drivers that are not registered stay usable by the allocator: shown too.
+    unregistered = {d: {"devices": v} for d, v in sorted(devices.items()) if d not in drivers}
+    return {"nodeName": node_name, "draDrivers": drivers, "unregisteredSliceDrivers": unregistered}
+
+
+def pod_claims_view(record: PodRecord, store: ClaimStore, infos: Infos) -> list[dict[str, Any]]:
+    """A pod's claims: each pod claim, the claim it resolves to, and whether its cache entry lists the pod."""
+    if not has_claims(record):
+        return []
+    pod = dra_pod(record)
+    out: list[dict[str, Any]] = []
+    for pod_claim in pod.resource_claims:
+        try:
+            resolved = resolve(pod, pod_claim)
+        except DRAError as err:
+            out.append({"name": pod_claim.name, "resourceClaimName": None, "error": str(err)})
+            continue
+        claim = resolved.claim_name if resolved is not None else None
+        state, prepared = infos.get(f"{pod.namespace}/{claim}", (None, False))
+        doc = store.document(pod.namespace, claim) if claim is not None else None
+        out.append(
+            {
+                "name": pod_claim.name,
+                "resourceClaimName": claim,
+                "resourceClaimTemplateName": pod_claim.resource_claim_template_name,
+                "uid": doc.meta.uid if doc is not None else None,
+                "prepared": state is not None and pod.uid in (state.pod_uids or ()),
+                "preparedThisRun": prepared,
+            }
+        )
+    return out
+
+
+def container_claims_view(dra: DRAManager, record: PodRecord, container: str) -> list[dict[str, Any]]:
+    """A container's claims and their devices, each CDI ID once (PodResources repeats them); empty while
+    its claims are not prepared."""
+    if not has_claims(record):
+        return []
+    pod = dra_pod(record)
+    c = pod.container(container)
+    if c is None or not c.claims:
+        return []
+    try:
+        infos = dra.get_container_claim_infos(pod, c)
+    except DRAError:
+        return []
+    out = []
+    for state in infos:
+        devices = _devices(state)
+        out.append(
+            {
+                "claim": state.key,
+                "devices": [{k: d[k] for k in ("driver", "pool", "device")} for d in devices],
+                "cdiDevices": list(dict.fromkeys(cdi for d in devices for cdi in d["cdiDevices"])),
+            }
+        )
+    return out
+
+
+class DRAPodView:
+    """The DRA part of `/pods` (views.PodClaimsView), over one answer's snapshot of the claim cache."""
+
+    def __init__(self, store: ClaimStore, dra: DRAManager) -> None:
+        self._store = store
+        self._dra = dra
+        self._infos = claim_infos(dra)
+
+    def pod_claims(self, record: PodRecord) -> list[dict[str, Any]]:
+        return pod_claims_view(record, self._store, self._infos)
+
+    def container_claims(self, record: PodRecord, container: str) -> list[dict[str, Any]]:
+        return container_claims_view(self._dra, record, container)
