@@ -288,6 +288,8 @@ class ResourceSliceDocument:
     devices: tuple[SliceDevice, ...] = ()
     #: A left-out feature used at the slice level (every device of it is then marked too).
     unsupported: str | None = None
+    #: The slice selects its nodes by label (`spec.nodeSelector`): this node has none, so it is ignored.
+    node_selector: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,6 +301,8 @@ class Pool:
     generation: int
     slices: tuple[ResourceSliceDocument, ...] = ()
     complete: bool = True
+    #: Why the pool cannot be used at all (e.g. a device name twice in one generation), or None.
+    invalid: str | None = None
 
     @property
     def devices(self) -> tuple[SliceDevice, ...]:
