@@ -67,8 +67,8 @@ class ClaimStore:
         )
 
     def reserve(self, pod: dra.Pod) -> None:
-        """Reserve, for `pod`, each claim it names that is allocated and whose document leaves
-        `reservedFor` to the daemon (the scheduler's step before the kubelet prepares).
+        """Reserve, for `pod`, each claim it names whose document leaves `reservedFor` to the daemon (the
+        scheduler's step before the kubelet prepares; a claim not allocated then fails as the kubelet says).
 
         Raises ReservationError when a claim already has 256 other consumers; nothing is reserved then.
         """
@@ -81,7 +81,7 @@ class ClaimStore:
             if resolved is None:
                 continue
             doc = self.document(pod.namespace, resolved.claim_name)
-            if doc is None or doc.reserved_for is not None or doc.allocation is None:
+            if doc is None or doc.reserved_for is not None:
                 continue
             key = (doc.meta.key, doc.meta.uid)
             reserved = self._reserved.get(key, {})

@@ -17,7 +17,8 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
-from kubedevice.node.dra.slice_files import SliceFile, read_slice_folder
+from kubedevice.node.dra.model import Pool, ResourceSliceDocument
+from kubedevice.node.dra.slices import SliceReport, SliceScan, read_slices
 from kubedevice.watch import DirectoryWatch, Mask
 
 log = logging.getLogger("kubedevice.node.daemon")
@@ -39,7 +40,7 @@ class SliceFolder:
         self.folder = folder
         self.node_name = node_name
         self.on_change: Callable[[], None] | None = None
-        self._files: dict[str, SliceFile] = {}
+        self._scan = SliceScan()
         self._watch = DirectoryWatch(
             folder,
             relevant=self._is_slice_event,
@@ -69,16 +70,20 @@ class SliceFolder:
         self._task = None
         await self._watch.stop()
 
-    def files(self) -> dict[str, SliceFile]:
-        """file name -> what it holds, as last read."""
-        return dict(self._files)
+    @property
+    def scan(self) -> SliceScan:
+        """The folder as last read: this node's slices, their pools and what was ignored."""
+        return self._scan
+
+    def pools(self) -> tuple[Pool, ...]:
+        return self._scan.pools
 
     def wipe_driver(self, driver: str) -> None:
         """The DRA manager's on_wipe: the driver's last plugin is gone for good; its slices go."""
-        files = sorted(
-            {f"{driver}.yaml"}
-            | {name for name, f in self._files.items() if f.drivers and f.drivers == {driver}}
-        )
+        drivers: dict[str, set[str]] = {}
+        for s in self._scan.slices:
+            drivers.setdefault(s.meta.source, set()).add(s.driver)
+        files = sorted({f"{driver}.yaml"} | {name for name, d in drivers.items() if d == {driver}})
         task = asyncio.create_task(asyncio.to_thread(self._remove, files), name=f"wipe {driver}")
         self._wipes.add(task)
         task.add_done_callback(self._wipes.discard)
@@ -91,19 +96,14 @@ class SliceFolder:
             self._watch.changed.clear()
 
     async def _read(self) -> None:
-        try:
-            files = await asyncio.to_thread(read_slice_folder, self.folder, self.node_name)
-        except OSError as err:
-            log.warning("cannot read %s: %s", self.folder, err.strerror or err)
+        scan = await asyncio.to_thread(read_slices, self.folder, self.node_name)
+        if scan == self._scan:
             return
-        if files == self._files:
-            return
-        for name, f in sorted(files.items()):
-            old = self._files.get(name)
-            for problem in f.problems():
-                if old is None or problem not in old.problems():
-                    log.warning("ResourceSlice file %s: %s", name, problem)
-        self._files = files
+        old = {*self._scan.errors, *self._scan.warnings}
+        for report in (*scan.errors, *scan.warnings):
+            if report not in old:
+                log.warning("ResourceSlice file %s: %s", report.file, report.message)
+        self._scan = scan
         if self.on_change is not None:
             self.on_change()
 
@@ -140,18 +140,50 @@ class SliceFolder:
     # --- views ---
 
     def view(self) -> list[dict[str, Any]]:
-        """Every slice read, in file order, each with its `error` (None when it is used)."""
-        return [s for name in sorted(self._files) for s in self._files[name].view(name)]
+        """Every slice read, in published order, each with its `error` (None when it is used as it is),
+        then the slices and files ignored (with only their file, name and error)."""
+        reports = {(r.file, r.slice): r.message for r in (*self._scan.errors, *self._scan.warnings)}
+        out = [_slice_json(s, reports.pop((s.meta.source, s.meta.name), None)) for s in self._scan.slices]
+        out += [{"file": file, "name": name, "error": error} for (file, name), error in reports.items()]
+        return out
 
     def file_errors(self) -> list[dict[str, str]]:
+        """The reports about whole files and pools (no slice named)."""
         return [
-            {"file": name, "error": f.error} for name, f in sorted(self._files.items()) if f.error is not None
+            {"file": r.file, "error": r.message}
+            for r in (*self._scan.errors, *self._scan.warnings)
+            if not r.slice
         ]
 
     def devices_by_driver(self) -> dict[str, list[str]]:
-        """driver -> `<pool>/<device>` of every device its usable slices publish."""
+        """driver -> `<pool>/<device>` of every device its complete pools publish and kubedevice can use."""
         out: dict[str, list[str]] = {}
-        for name in sorted(self._files):
-            for driver, pool, device in self._files[name].devices():
-                out.setdefault(driver, []).append(f"{pool}/{device}")
+        for pool in self._scan.pools:
+            if pool.complete and pool.invalid is None:
+                devices = [f"{pool.name}/{d.name}" for d in pool.devices if d.unsupported is None]
+                out.setdefault(pool.driver, []).extend(devices)
         return out
+
+
+def _slice_json(s: ResourceSliceDocument, error: str | None) -> dict[str, Any]:
+    return {
+        "file": s.meta.source,
+        "name": s.meta.name,
+        "driver": s.driver,
+        "nodeName": s.node_name,
+        "allNodes": s.all_nodes,
+        "pool": {"name": s.pool, "generation": s.generation, "resourceSliceCount": s.slice_count},
+        "devices": [
+            {
+                "name": d.name,
+                "attributes": {k: {v.kind: v.value} for k, v in d.attributes.items()},
+                "capacity": dict(d.capacity),
+                **({"unsupported": d.unsupported} if d.unsupported else {}),
+            }
+            for d in s.devices
+        ],
+        "error": error,
+    }
+
+
+__all__ = ["SliceFolder", "SliceReport", "is_slice_name"]

@@ -1,0 +1,279 @@
+"""DRA in the node daemon, with real processes: the daemon, `kubedevice plugin fake --api dra` and, for
+a pod using both paths, a device plugin. Claims carry user-written allocations."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+
+import grpc.aio
+import pytest
+
+from kubedevice.api.podresources.v1 import api_pb2 as pr
+from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
+from tests.node_dra_helpers import (
+    DRIVER,
+    DRANodeProcesses,
+    claim_yaml,
+    dra_node_processes,
+    pod_yaml,
+)
+from tests.node_helpers import wait_for
+
+P = "0b7e6a52-0000-4000-8000-00000000000p"
+A = "0b7e6a52-0000-4000-8000-00000000000a"
+B = "0b7e6a52-0000-4000-8000-00000000000b"
+U1 = "c1c1c1c1-0000-4000-8000-000000000001"
+
+
+@pytest.fixture
+def node() -> Iterator[DRANodeProcesses]:
+    yield from dra_node_processes()
+
+
+def _list_pod_resources(node: DRANodeProcesses) -> list[pr.PodResources]:
+    async def call() -> list[pr.PodResources]:
+        async with grpc.aio.insecure_channel(f"unix://{node.paths.pod_resources_socket}") as channel:
+            stub = pr_grpc.PodResourcesListerStub(channel)
+            return list((await stub.List(pr.ListPodResourcesRequest(), timeout=5)).pod_resources)
+
+    return asyncio.run(call())
+
+
+def test_happy_path_with_a_device_plugin_resource_too(node: DRANodeProcesses) -> None:
+    """Scenario 5, in a pod that also holds a device-plugin device: one prepare call, Running, the DRA CDI
+    ID first, the checkpoint entry, PodResources' dynamic_resources, the claim as the SDK fetches it."""
+    node.start_daemon()
+    node.start_plugin("example.com/gpu", 2, "--cdi", "--cdi-spec-dir", str(node.root / "cdi-dp"))
+    node.wait_capacity("example.com/gpu", 2)
+    node.start_dra_plugin()
+    node.write_manifest("claims.yaml", claim_yaml("c1", uid=U1))
+    node.write_manifest("p.yaml", pod_yaml("p", "c1", uid=P, limits={"example.com/gpu": 1}))
+    pod = node.wait_phase("p", "Running")
+
+    assert [e["uid"] for e in node.events("prepare")] == [U1]
+    main = pod["containers"][0]
+    dp_device = main["devices"]["example.com/gpu"][0]
+    assert main["cdiDevices"] == [f"{DRIVER}/gpu=gpu-0", f"example.com/gpu={dp_device}"]
+    assert main["claims"] == [
+        {
+            "claim": "default/c1",
+            "devices": [{"driver": DRIVER, "pool": "node-1", "device": "gpu-0"}],
+            "cdiDevices": [f"{DRIVER}/gpu=gpu-0"],
+        }
+    ]
+    assert pod["resourceClaims"][0] | {"preparedThisRun": None} == {
+        "name": "c1",
+        "resourceClaimName": "c1",
+        "resourceClaimTemplateName": None,
+        "uid": U1,
+        "prepared": True,
+        "preparedThisRun": None,
+    }
+    assert node.checkpoint_claims() == {"default/c1": ({P}, [f"{DRIVER}/node-1/gpu-0"])}
+    data = json.loads(json.loads((node.root / "dra_manager_state").read_text())["Data"])
+    device = data["ClaimInfoStateList"][0]["DriverState"][DRIVER]["Devices"][0]
+    assert device == {
+        "PoolName": "node-1",
+        "DeviceName": "gpu-0",
+        "ShareID": None,
+        "RequestNames": ["gpu"],
+        "CDIDeviceIDs": [f"{DRIVER}/gpu=gpu-0"],
+    }
+
+    (listed,) = _list_pod_resources(node)
+    (container,) = listed.containers
+    assert [d.resource_name for d in container.devices] == ["example.com/gpu"]
+    (dynamic,) = container.dynamic_resources
+    assert (dynamic.claim_name, dynamic.claim_namespace) == ("c1", "default")
+    (resource,) = dynamic.claim_resources
+    assert (resource.driver_name, resource.pool_name, resource.device_name) == (DRIVER, "node-1", "gpu-0")
+    assert [c.name for c in resource.cdi_devices] == [f"{DRIVER}/gpu=gpu-0"]
+
+    claim = node.try_status("/claims/default/c1")
+    assert claim["metadata"] == {"name": "c1", "namespace": "default", "uid": U1}
+    assert claim["status"]["allocation"]["devices"]["results"] == [
+        {"request": "gpu", "driver": DRIVER, "pool": "node-1", "device": "gpu-0"}
+    ]
+    assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "p", "uid": P}]
+    assert claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == "gpu"
+    listed_claim = node.claim("c1")
+    assert listed_claim is not None
+    assert (listed_claim["prepared"], listed_claim["reservedBy"]) == (True, "daemon")
+    assert listed_claim["pods"] == [{"uid": P, "pod": "default/p"}]
+    assert node.node()["nodeName"] == "node-1"
+    slices = node.try_status("/resourceslices")["resourceSlices"]
+    assert [(s["driver"], [d["name"] for d in s["devices"]], s["error"]) for s in slices] == [
+        (DRIVER, ["gpu-0", "gpu-1"], None)
+    ]
+
+
+def test_shared_claim_prepared_once_and_unprepared_by_the_last_pod(node: DRANodeProcesses) -> None:
+    """Scenario 7."""
+    node.start_daemon()
+    node.start_dra_plugin()
+    node.write_manifest("claims.yaml", claim_yaml("c1", uid=U1))
+    node.write_manifest("a.yaml", pod_yaml("a", "c1", uid=A))
+    node.wait_phase("a", "Running")
+    node.write_manifest("b.yaml", pod_yaml("b", "c1", uid=B))
+    node.wait_phase("b", "Running")
+    assert len(node.events("prepare")) == 1
+    assert node.checkpoint_claims()["default/c1"][0] == {A, B}
+    assert {r["uid"] for r in node.try_status("/claims/default/c1")["status"]["reservedFor"]} == {A, B}
+
+    (node.paths.manifests / "a.yaml").unlink()
+    node.wait_gone("a")
+    assert node.checkpoint_claims()["default/c1"][0] == {B}
+    assert node.events("unprepare") == []
+    (node.paths.manifests / "b.yaml").unlink()
+    node.wait_gone("b")
+    assert [e["uid"] for e in node.events("unprepare")] == [U1]
+    assert node.checkpoint_claims() == {}
+    assert "reservedFor" not in node.try_status("/claims/default/c1")["status"]
+
+
+def test_pods_wait_pending_with_the_kubelets_texts_and_retry(node: DRANodeProcesses) -> None:
+    """Scenarios 11, 12, 14 and a missing claim: Pending, FailedPrepareDynamicResources, nothing
+    recorded; a fixed claim is prepared at the next scan; a pod whose driver never registered goes at once."""
+    node.start_daemon()
+    node.start_dra_plugin()
+    node.write_manifest(
+        "claims.yaml",
+        "---\n".join(
+            [
+                claim_yaml("other", driver="other.example.com"),
+                claim_yaml("theirs", reserved_for=[("q", "q-uid")], uid=U1),
+                claim_yaml("bare", None),
+            ]
+        ),
+    )
+    prefix = "Failed to prepare dynamic resources: prepare dynamic resources: "
+    expected = {
+        "o": "DRA driver other.example.com is not registered",
+        "t": f"pod t ({A}) is not allowed to use ResourceClaim theirs ({U1})",
+        "n": "ResourceClaim bare: not allocated",
+        "m": 'fetch ResourceClaim missing: resourceclaims.resource.k8s.io "missing" not found',
+    }
+    claims = {"o": "other", "t": "theirs", "n": "bare", "m": "missing"}
+    for name, claim in claims.items():
+        node.write_manifest(f"{name}.yaml", pod_yaml(name, claim, uid=A if name == "t" else None))
+    for name, text in expected.items():
+        pod = node.wait_message(name, text)
+        assert (pod["phase"], pod["reason"], pod["message"]) == (
+            "Pending",
+            "FailedPrepareDynamicResources",
+            prefix + text,
+        )
+    assert node.checkpoint_claims() == {}
+    assert node.events("prepare") == []
+
+    # The driver never registered: the pod goes at once, nothing to unprepare.
+    (node.paths.manifests / "o.yaml").unlink()
+    node.wait_gone("o")
+    # The claim given an allocation: the waiting pod is prepared without anything else changing.
+    node.write_manifest(
+        "claims.yaml",
+        "---\n".join([claim_yaml("theirs", reserved_for=[("q", "q-uid")], uid=U1), claim_yaml("bare")]),
+    )
+    node.wait_phase("n", "Running")
+    assert node.pod("n")["reason"] == ""
+    assert [e["claim"] for e in node.events("prepare")] == ["default/bare"]
+
+
+def test_restart_keeps_claims_without_a_prepare_and_a_reboot_prepares_again(node: DRANodeProcesses) -> None:
+    """Scenario 19: a plain restart calls nothing; a new pod of the restored claim makes one call; after a
+    reboot (another boot ID) the pods are prepared again, each claim's devices listed once."""
+    node.start_daemon("--boot-id", "boot-1")
+    node.start_dra_plugin()
+    node.write_manifest("claims.yaml", claim_yaml("c1", uid=U1))
+    node.write_manifest("p.yaml", pod_yaml("p", "c1", uid=P))
+    before = node.wait_phase("p", "Running")["containers"][0]["cdiDevices"]
+    assert node.kill_daemon(2) == 0  # SIGINT: a clean stop
+    node.start_daemon("--boot-id", "boot-1")
+    after = node.wait_phase("p", "Running")
+    assert after["containers"][0]["cdiDevices"] == before == [f"{DRIVER}/gpu=gpu-0"]
+    wait_for(node.driver_devices, "the plugin to register with the new daemon")
+    assert len(node.events("prepare")) == 1 and node.events("prepare-cached") == []
+
+    node.write_manifest("q.yaml", pod_yaml("q", "c1", uid=B))
+    node.wait_phase("q", "Running")
+    calls = node.events("prepare") + node.events("prepare-cached")
+    assert [c["uid"] for c in calls] == [U1, U1]
+    assert node.checkpoint_claims() == {"default/c1": ({P, B}, [f"{DRIVER}/node-1/gpu-0"])}
+
+    assert node.kill_daemon(2) == 0
+    node.start_daemon("--boot-id", "boot-2")
+    wait_for(node.driver_devices, "the plugin to register after the reboot")
+    node.wait_phase("p", "Running")
+    node.wait_phase("q", "Running")
+    wait_for(lambda: len(node.events("prepare-cached")) >= 2, "the claim to be prepared again")
+    assert node.checkpoint_claims() == {"default/c1": ({P, B}, [f"{DRIVER}/node-1/gpu-0"])}
+
+
+def test_terminating_until_the_driver_is_back(node: DRANodeProcesses) -> None:
+    """Scenario 43."""
+    node.start_daemon()
+    node.start_dra_plugin()
+    node.write_manifest("claims.yaml", claim_yaml("c1", uid=U1))
+    node.write_manifest("p.yaml", pod_yaml("p", "c1", uid=P))
+    node.wait_phase("p", "Running")
+    node.stop_dra_plugin()
+    (node.paths.manifests / "p.yaml").unlink()
+    pod = node.wait_message("p", "unprepare dynamic resources")
+    assert (pod["phase"], pod["terminating"], pod["reason"], pod["message"]) == (
+        "Running",
+        True,
+        "FailedUnprepareDynamicResources",
+        f"unprepare dynamic resources: DRA driver {DRIVER} is not registered",
+    )
+    assert _list_pod_resources(node) == []
+    assert node.checkpoint_claims() == {"default/c1": ({P}, [f"{DRIVER}/node-1/gpu-0"])}
+
+    node.start_dra_plugin()
+    node.wait_gone("p")
+    assert [e["uid"] for e in node.events("unprepare")] == [U1]
+    assert node.checkpoint_claims() == {}
+
+
+C4_BAD = (
+    '{"Data":"{\\"kind\\":\\"DRACheckpoint\\",\\"apiVersion\\":\\"checkpoint.dra.kubelet.k8s.io/v1\\",'
+    '\\"ClaimInfoStateList\\":[{\\"ClaimUID\\":\\"067798be-454e-4be4-9047-1aa06aea63f7\\",\\"ClaimName\\":'
+    '\\"example-1\\",\\"Namespace\\":\\"default\\",\\"PodUIDs\\":{\\"139cdb46-f989-4f17-9561-ca10cfb509a6\\"'
+    ':{}},\\"DriverState\\":{\\"test-driver.cdi.k8s.io\\":{\\"Devices\\":[{\\"PoolName\\":\\"worker-1\\",'
+    '\\"DeviceName\\":\\"dev-1\\",\\"RequestNames\\":[\\"test request\\"],\\"CDIDeviceIDs\\":'
+    '[\\"example.com/example=cdi-example\\"]}]}}}]}","Checksum":1}'
+)
+
+
+def test_corrupt_checkpoint_refused_then_moved_aside(node: DRANodeProcesses) -> None:
+    """Scenarios 22 and 32."""
+    from tests.node_helpers import run_cli
+
+    node.root.mkdir(parents=True, exist_ok=True)
+    path = node.root / "dra_manager_state"
+    path.write_text(C4_BAD)
+    refused = run_cli("node", "--root-dir", str(node.root), "--node-name", "node-1")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == [
+        f"error: node: {path}: create ResourceClaim cache: GetOrCreate() on checkpoint state: failed to "
+        "get checkpoint dra_manager_state: checkpoint is corrupted — drain the node and remove the file, "
+        "or start again with --dra-state-recovery move-aside"
+    ]
+    assert path.read_text() == C4_BAD
+    assert not node.paths.kubelet_socket.exists()
+
+    node.start_daemon("--dra-state-recovery", "move-aside")
+    (moved,) = [p for p in node.root.iterdir() if p.name.startswith("dra_manager_state.corrupt-")]
+    assert moved.read_text() == C4_BAD
+    assert node.checkpoint_claims() == {}
+    log = node.log("daemon")
+    assert (
+        f"WARNING kubedevice.node.daemon: moved the unreadable DRA checkpoint {path} aside to {moved}: "
+        "claims prepared before are forgotten and driver state they hold may leak"
+    ) in log
+    node.start_dra_plugin()
+    node.write_manifest("claims.yaml", claim_yaml("c1", uid=U1))
+    node.write_manifest("p.yaml", pod_yaml("p", "c1", uid=P))
+    node.wait_phase("p", "Running")
+    assert [e["uid"] for e in node.events("prepare")] == [U1]
