@@ -117,3 +117,46 @@ def test_selectors_are_compiled_by_the_folders_compiler(tmp_path: Path) -> None:
         "c.yaml": "ResourceClaim default/c1: spec.devices.requests[0].selectors[0].cel.expression: "
         "CEL compile error: no: x"
     }
+
+
+def test_named_scans_keep_the_same_documents_as_a_fresh_full_scan(tmp_path: Path) -> None:
+    """The index is kept in step file by file; after every change it must agree with reading it all anew."""
+    import random
+
+    rng = random.Random(7)
+    folder = ManifestFolder(tmp_path)
+    folder.scan()
+    files = [f"{c}.yaml" for c in "abcde"]
+    clashes = 0
+    for _ in range(80):
+        name = rng.choice(files)
+        path = tmp_path / name
+        action = rng.random()
+        if action < 0.2:
+            path.unlink(missing_ok=True)
+        elif action < 0.3:
+            path.write_text("kind: [")
+        else:
+            claims = rng.sample(["c1", "c2", "c3", "c4"], rng.randint(1, 2))
+            docs = [claim(c, name[0]) for c in claims]
+            if rng.random() < 0.3:
+                docs.append(device_class(f"cls-{name[0]}", rng.choice(["example.com/a", "example.com/b"])))
+            path.write_text("---\n".join(docs))
+        named = folder.scan(names=[name])
+        fresh = ManifestFolder(tmp_path).scan()
+        assert {k: d.meta.source for k, d in named.dra.claims.items()} == {
+            k: d.meta.source for k, d in fresh.dra.claims.items()
+        }
+        assert set(named.dra.classes) == set(fresh.dra.classes)
+        assert named.dra.errors == fresh.dra.errors == fresh.errors
+        clashes += any("already defined" in e for e in fresh.errors.values())
+    assert clashes > 10  # the walk did meet clashes
+
+
+def test_a_class_is_found_by_its_extended_resource_or_the_implicit_name(tmp_path: Path) -> None:
+    (tmp_path / "classes.yaml").write_text(device_class("gpu", "example.com/gpu"))
+    dra = ManifestFolder(tmp_path).scan().dra
+    assert dra.class_for("example.com/gpu") is dra.classes["gpu"]
+    assert dra.class_for("deviceclass.resource.kubernetes.io/gpu") is dra.classes["gpu"]
+    assert dra.class_for("example.com/nic") is None
+    assert dra.class_for("deviceclass.resource.kubernetes.io/nic") is None

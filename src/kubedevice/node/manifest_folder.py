@@ -25,15 +25,8 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kubedevice.node.dra.documents import DRADocument
-from kubedevice.node.dra.model import (
-    ClaimDocument,
-    ClaimTemplateDocument,
-    DeviceClassDocument,
-    DRADocuments,
-    NamespaceDocument,
-    SelectorCompiler,
-)
+from kubedevice.node.dra.folder_index import DRAFolderIndex
+from kubedevice.node.dra.model import DRADocuments, SelectorCompiler
 from kubedevice.node.manifests import MANIFEST_SUFFIXES, ManifestError, ManifestFile, PodManifest, parse_file
 
 log = logging.getLogger(__name__)
@@ -89,12 +82,8 @@ class ManifestFolder:
         self._clashing: set[str] = set()
         #: When parsing last gave up the GIL (monotonic seconds).
         self._gil_given_at = 0.0
-        #: Every readable file's DRA documents (those refused for a clash included), and the files
-        #: refused for a DRA document another file defines first.
-        self._dra_files: dict[str, list[DRADocument]] = {}
-        self._dra_clashing: dict[str, str] = {}
-        self._dra = DRADocuments()
-        self._dra_key: tuple[tuple[str, int], ...] = ()
+        #: Every readable file's DRA documents (those of refused files included).
+        self._dra = DRAFolderIndex()
         #: Every file of the folder refused now: what DRADocuments.errors reports.
         self._errors: dict[str, str] = {}
 
@@ -106,7 +95,7 @@ class ManifestFolder:
         if names is None:
             result = self._scan_all()
         else:
-            wanted = {n for n in names if is_manifest_name(n)} | self._clashing | set(self._dra_clashing)
+            wanted = {n for n in names if is_manifest_name(n)} | self._clashing | set(self._dra.clashing)
             result = self._scan_names(sorted(wanted))
         self._check_dra_clashes(result)
         self._check_clashes(result, known_uids)
@@ -145,7 +134,8 @@ class ManifestFolder:
             self._add(result, name, self._read(name, entry.path, entry.is_symlink(), real_folder))
         for gone in set(self._cache) - seen:
             del self._cache[gone]
-        self._dra_files = {n: d for n, d in self._dra_files.items() if n in seen}
+        for gone in set(self._dra.files()) - seen:
+            self._dra.set_file(gone, [])
         return result
 
     def _scan_names(self, names: list[str]) -> ScanResult:
@@ -164,7 +154,7 @@ class ManifestFolder:
                 continue
             if is_dir:
                 self._cache.pop(name, None)
-                self._dra_files.pop(name, None)
+                self._dra.set_file(name, [])
                 continue
             self._add(result, name, self._read(name, path, symlink, real_folder))
         return result
@@ -173,10 +163,10 @@ class ManifestFolder:
         parsed, error = read
         if error is not None or parsed is None:
             result.errors[name] = error or "cannot read"
-            self._dra_files.pop(name, None)
+            self._dra.set_file(name, [])
         else:
             result.pods.extend(parsed.pods)
-            self._dra_files[name] = parsed.dra
+            self._dra.set_file(name, parsed.dra)
 
     def _read(
         self, name: str, path: str, symlink: bool, real_folder: str
@@ -222,62 +212,25 @@ class ManifestFolder:
 
     def _check_dra_clashes(self, result: ScanResult) -> None:
         """A DRA document (or a class's extendedResourceName) that an earlier file in name order defines
-        refuses its file, pods included; a refused file outside this scan is added to it."""
-        owners: dict[tuple[str, str], str] = {}
-        clashing: dict[str, str] = {}
-        for file in sorted(self._dra_files):
-            mine: list[tuple[tuple[str, str], str]] = []
-            for d in self._dra_files[file]:
-                mine.append(((d.KIND, d.meta.key), f"{d.KIND} {d.meta.key}"))
-                if isinstance(d, DeviceClassDocument) and d.extended_resource_name is not None:
-                    what = f"extendedResourceName {d.extended_resource_name} (DeviceClass {d.meta.name})"
-                    mine.append((("extendedResourceName", d.extended_resource_name), what))
-            error = next(
-                (f"{what} is already defined by {owners[key]}" for key, what in mine if key in owners), None
-            )
-            if error is not None:
-                clashing[file] = error
-                continue
-            for key, _ in mine:
-                owners[key] = file
-        changed = {
-            f for f in set(clashing) | set(self._dra_clashing) if clashing.get(f) != self._dra_clashing.get(f)
-        }
-        self._dra_clashing = clashing
-        if result.covered is not None:
-            result.covered = result.covered | (changed & set(self._dra_files))
+        refuses its file, pods included; a file whose refusal starts or ends is added to the scan."""
+        changed = self._dra.clashes()
+        clashing = self._dra.clashing
+        if result.covered is not None and changed:
+            result.covered = result.covered | (changed & set(self._dra.files()))
         for file, error in clashing.items():
             result.errors[file] = error
-        result.pods = [m for m in result.pods if m.file not in clashing]
+        if clashing:
+            result.pods = [m for m in result.pods if m.file not in clashing]
 
     def _collect_dra(self, result: ScanResult) -> None:
-        """The folder's DRA documents, files in name order; built again only when a file's changed."""
+        """The folder's DRA documents: those of every file not refused now."""
         if result.covered is None:
             self._errors = dict(result.errors)
         else:
-            self._errors = {f: e for f, e in self._errors.items() if f not in result.covered} | result.errors
-        refused = set(self._errors)
-        usable = [f for f in sorted(self._dra_files) if self._dra_files[f] and f not in refused]
-        key = tuple((f, id(self._dra_files[f])) for f in usable)
-        if key != self._dra_key or self._errors != self._dra.errors:
-            claims: dict[str, ClaimDocument] = {}
-            templates: dict[str, ClaimTemplateDocument] = {}
-            classes: dict[str, DeviceClassDocument] = {}
-            namespaces: dict[str, NamespaceDocument] = {}
-            for f in usable:
-                for d in self._dra_files[f]:
-                    if isinstance(d, ClaimDocument):
-                        claims[d.meta.key] = d
-                    elif isinstance(d, ClaimTemplateDocument):
-                        templates[d.meta.key] = d
-                    elif isinstance(d, DeviceClassDocument):
-                        classes[d.meta.key] = d
-                    else:
-                        namespaces[d.meta.key] = d
-            self._dra = DRADocuments(claims, templates, classes, namespaces, dict(self._errors))
-            self._dra_key = key
-            result.dra_changed = True
-        result.dra = self._dra
+            for file in result.covered:
+                self._errors.pop(file, None)
+            self._errors.update(result.errors)
+        result.dra, result.dra_changed = self._dra.documents(frozenset(self._errors), self._errors)
 
     def _check_clashes(self, result: ScanResult, known_uids: Collection[str]) -> None:
         """A UID or namespace/name already held by a known pod, another file or an earlier file of the

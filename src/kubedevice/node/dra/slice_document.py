@@ -14,6 +14,7 @@ from typing import Any
 from kubedevice.node.dra.claim_spec import CONSUMABLE_CAPACITY, TAINTS
 from kubedevice.node.dra.fields import Fields, is_qualified_attribute
 from kubedevice.node.dra.model import AttributeValue, ObjectMeta, ResourceSliceDocument, SliceDevice
+from kubedevice.node.identity import document_uid
 
 #: The API's limits on one slice's devices and on one device's attributes and capacities together.
 MAX_DEVICES = 128
@@ -51,7 +52,7 @@ def parse_slice(doc: Mapping[str, Any], version: str, source: str) -> ResourceSl
     name = f.dns_subdomain(raw_name, "metadata.name")
     meta = ObjectMeta(
         name=name,
-        uid=f.string(metadata.get("uid"), "metadata.uid"),
+        uid=f.string(metadata.get("uid"), "metadata.uid") or document_uid(doc, "", name, source),
         labels=f.string_map(metadata.get("labels"), "metadata.labels"),
         annotations=f.string_map(metadata.get("annotations"), "metadata.annotations"),
         owner_references=f.owner_references(metadata.get("ownerReferences"), "metadata.ownerReferences"),
