@@ -44,6 +44,9 @@ class ClaimStore:
     def documents(self) -> list[ClaimDocument]:
         return [self._documents[k] for k in sorted(self._documents)]
 
+    def documents_by_key(self) -> Mapping[str, ClaimDocument]:
+        return dict(self._documents)
+
     def document(self, namespace: str, name: str) -> ClaimDocument | None:
         return self._documents.get(f"{namespace}/{name}")
 
