@@ -72,8 +72,9 @@ async def test_the_daemon_reserves_drops_and_resets_with_a_new_claim(tmp_path: P
     # The same name, another claim object: its reservations start empty.
     assert store.update(store_of(tmp_path, claim_yaml("c1", uid="u2")).documents_by_key())
     assert (await store.get_claim("default", "c1")).reserved_for == ()
-    with pytest.raises(ClaimNotFoundError, match='resourceclaims.resource.k8s.io "missing" not found'):
+    with pytest.raises(ClaimNotFoundError) as missing:
         await store.get_claim("default", "missing")
+    assert str(missing.value) == 'resourceclaims.resource.k8s.io "missing" not found'
 
 
 async def test_a_257th_pod_is_refused_and_the_users_reserved_for_is_never_changed(tmp_path: Path) -> None:
@@ -92,7 +93,8 @@ async def test_a_257th_pod_is_refused_and_the_users_reserved_for_is_never_change
 
 async def test_seeded_from_the_restored_cache_for_the_same_claim_object_only(tmp_path: Path) -> None:
     store = store_of(tmp_path, claim_yaml("c1", uid="u1"), claim_yaml("c2", uid="u2"))
-    store.seed([("default/c1", "u1", ["P"]), ("default/c2", "old-uid", ["Q"])], {"P": "p", "Q": "q"}.__getitem__)
+    names = {"P": "p", "Q": "q"}
+    store.seed([("default/c1", "u1", ["P"]), ("default/c2", "old-uid", ["Q"])], names.__getitem__)
     assert [(r.name, r.uid) for r in (await store.get_claim("default", "c1")).reserved_for] == [("p", "P")]
     assert (await store.get_claim("default", "c2")).reserved_for == ()
 
