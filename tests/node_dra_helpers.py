@@ -27,8 +27,8 @@ class DRANodeProcesses(NodeProcesses):
         super().__init__(root)
         self.dra_plugins: dict[str, subprocess.Popen[bytes]] = {}
 
-    def start_daemon(self, *extra: str) -> subprocess.Popen[bytes]:
-        return super().start_daemon("--node-name", NODE, *extra)
+    def start_daemon(self, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        return super().start_daemon("--node-name", NODE, *extra, env=env)
 
     def start_dra_plugin(self, driver: str = DRIVER, devices: int = 2) -> subprocess.Popen[bytes]:
         """The fake DRA driver, registered and its devices published (waited for)."""

@@ -48,13 +48,19 @@ class NodeProcesses:
         self.plugins: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: list[Any] = []
 
-    def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+    def _spawn(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         log = open(self.root / f"{name}.log", "ab")  # noqa: SIM115 - closed in close()
         self._logs.append(log)
-        return subprocess.Popen([*CLI, *args], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        return subprocess.Popen(
+            [*CLI, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env={**os.environ, **env} if env else None,
+        )
 
-    def start_daemon(self, *extra: str) -> subprocess.Popen[bytes]:
-        self.daemon = self._spawn("daemon", "node", "--root-dir", str(self.root), *extra)
+    def start_daemon(self, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        self.daemon = self._spawn("daemon", "node", "--root-dir", str(self.root), *extra, env=env)
         wait_for(
             lambda: self.try_status("/healthz") is not None or self._daemon_exited(), "the daemon to answer"
         )
