@@ -72,9 +72,22 @@ def test_a_root_too_long_for_its_sockets_leaves_no_folder(scratch: Path) -> None
         ["--topology-manager-policy", "strict"],
         ["--numa-nodes", "0"],
         ["--plugin-timeout", "0"],
+        ["--dra-state-recovery", "ignore"],
+        ["--node-name", "Node_1"],
     ],
 )
 def test_a_bad_option_leaves_no_folder(scratch: Path, flags: list[str]) -> None:
     root = scratch / "root"
     _one_error_line(_node(scratch, "--root-dir", str(root), *flags))
     assert not root.exists()
+
+
+def test_the_dra_flags_are_refused_with_what_to_give(scratch: Path) -> None:
+    root = scratch / "root"
+    line = _one_error_line(_node(scratch, "--root-dir", str(root), "--dra-state-recovery", "ignore"))
+    assert line == "error: node: --dra-state-recovery 'ignore' is not a recovery — give refuse or move-aside"
+    line = _one_error_line(_node(scratch, "--root-dir", str(root), "--node-name", "Node_1"))
+    assert line == (
+        "error: node: --node-name 'Node_1' is not a node name (a DNS subdomain: lower-case letters, "
+        "digits, '-' and '.') — give one with --node-name"
+    )

@@ -154,7 +154,7 @@ def node(
     if numa_nodes is not None and numa_nodes < 1:
         fail(f"--numa-nodes: {numa_nodes} is not a NUMA node count — give 1 or more")
     if dra_state_recovery not in ("refuse", "move-aside"):
-        fail(f"--dra-state-recovery {dra_state_recovery!r}: give refuse or move-aside")
+        fail(f"--dra-state-recovery {dra_state_recovery!r} is not a recovery — give refuse or move-aside")
     name = _node_name(node_name)
     check_folder("--root-dir", root)
     if manifests is not None:
