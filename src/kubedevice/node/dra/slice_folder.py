@@ -142,7 +142,9 @@ class SliceFolder:
     def view(self) -> list[dict[str, Any]]:
         """Every slice read, in published order, each with its `error` (None when it is used as it is),
         then the slices and files ignored (with only their file, name and error)."""
-        reports = {(r.file, r.slice): r.message for r in (*self._scan.errors, *self._scan.warnings)}
+        reports = {
+            (r.file, r.slice): r.message for r in (*self._scan.errors, *self._scan.warnings) if r.slice
+        }
         out = [_slice_json(s, reports.pop((s.meta.source, s.meta.name), None)) for s in self._scan.slices]
         out += [{"file": file, "name": name, "error": error} for (file, name), error in reports.items()]
         return out

@@ -1,0 +1,75 @@
+"""The daemon's `resourceslices/` folder: every file wiped at start, read again on each change (inotify
+and polling), another node's slice shown with its error, and a driver's wipe deleting its own files only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kubedevice.node.dra.slice_folder import SliceFolder
+from tests.waiting import poll_async
+
+
+def slice_yaml(name: str, driver: str, *devices: str, node: str = "node-1") -> str:
+    """A slice alone in its pool (named after the slice)."""
+    listed = "".join(f"  - {{name: {d}}}\n" for d in devices)
+    return (
+        f"apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {{name: {name}}}\n"
+        f"spec:\n  driver: {driver}\n  nodeName: {node}\n"
+        f"  pool: {{name: {name}, generation: 1, resourceSliceCount: 1}}\n  devices:\n{listed}"
+    )
+
+
+def write(folder: Path, name: str, text: str) -> None:
+    tmp = folder / f".{name}.tmp"
+    tmp.write_text(text)
+    tmp.replace(folder / name)
+
+
+@pytest.mark.parametrize("use_inotify", [True, False])
+async def test_wiped_at_start_read_on_change_and_wiped_per_driver(tmp_path: Path, use_inotify: bool) -> None:
+    folder = tmp_path / "resourceslices"
+    folder.mkdir()
+    write(folder, "left-over.yaml", slice_yaml("old", "gpu.example.com", "gpu-9"))
+    changes: list[int] = []
+    slices = SliceFolder(folder, "node-1", use_inotify=use_inotify, poll_interval=0.05)
+    slices.on_change = lambda: changes.append(1)
+    await slices.start()
+    try:
+        assert list(folder.iterdir()) == []
+        write(folder, "gpu.example.com.yaml", slice_yaml("a", "gpu.example.com", "gpu-0", "gpu-1"))
+        write(folder, "extra-gpu.yaml", slice_yaml("b", "gpu.example.com", "gpu-2") + "---\n")
+        write(
+            folder,
+            "mixed.yaml",
+            slice_yaml("c", "gpu.example.com", "gpu-3", node="node-1")
+            + "---\n"
+            + slice_yaml("d", "nic.example.com", "eth0"),
+        )
+        write(folder, "other-node.yaml", slice_yaml("e", "gpu.example.com", "gpu-4", node="node-2"))
+        await poll_async(lambda: len(slices.view()) == 5, "every slice to be read", 10.0, interval=0.02)
+        assert changes
+        assert slices.devices_by_driver() == {
+            "gpu.example.com": ["a/gpu-0", "a/gpu-1", "b/gpu-2", "c/gpu-3"],
+            "nic.example.com": ["d/eth0"],
+        }
+        assert slices.file_errors() == []
+        ignored = next(s for s in slices.view() if s["name"] == "e")
+        assert ignored == {
+            "file": "other-node.yaml",
+            "name": "e",
+            "error": 'ResourceSlice e: published for node "node-2", this node is "node-1"; ignored',
+        }
+        assert next(s for s in slices.view() if s["name"] == "a")["error"] is None
+
+        slices.wipe_driver("gpu.example.com")
+        await poll_async(
+            lambda: sorted(p.name for p in folder.iterdir()) == ["mixed.yaml", "other-node.yaml"],
+            "the driver's own files to be deleted",
+            10.0,
+            interval=0.02,
+        )
+        await poll_async(lambda: len(slices.view()) == 3, "the folder to be read again", 10.0, interval=0.02)
+    finally:
+        await slices.stop()
