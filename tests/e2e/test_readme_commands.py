@@ -123,6 +123,33 @@ def test_the_node_daemon_block_runs_as_written(shell: Shell) -> None:
     )
 
 
+def test_the_dra_block_runs_as_written(shell: Shell) -> None:
+    lines = readme_block("dra-gpu-claim.yaml")
+    for line in lines[:2]:
+        assert line.endswith("&")
+        shell.line(line)
+        if " node " in f" {line} ":
+            wait_for(lambda: (shell.root / "kubedevice.sock").exists(), "the status socket")
+    copy = lines[2]
+    assert copy.startswith("cp ")
+
+    def published() -> bool:
+        path = shell.root / "resourceslices" / "gpu.example.com.yaml"
+        return path.exists()
+
+    wait_for(published, "the fake driver's slices")
+    assert shell.line(copy).returncode == 0  # type: ignore[union-attr]
+    wait_for(lambda: _pods(shell).get("dra-gpu") == "Running", "the DRA pod to be Running")
+    pods = shell.line(lines[3])
+    assert pods is not None and pods.returncode == 0, pods and pods.stderr
+    (pod,) = json.loads(pods.stdout)["pods"]
+    assert pod["containers"][0]["cdiDevices"] == ["gpu.example.com/gpu=gpu-0"]
+    listed = shell.line(lines[4])
+    assert listed is not None and listed.returncode == 0, listed and listed.stderr
+    (container,) = json.loads(listed.stdout)["podResources"][0]["containers"]
+    assert container["dynamicResources"][0]["claimName"] == "gpu-claim"
+
+
 def test_the_example_plugins_documented_command_runs_on_its_widget_tree(shell: Shell) -> None:
     shell.line("kubedevice node --root-dir /tmp/kd &")
     wait_for(lambda: (shell.root / "device-plugins" / "kubelet.sock").exists(), "kubelet.sock")
