@@ -1,12 +1,11 @@
 """Keeping the node's pods in step with the manifest folder (the kubelet's pod config and admission loop).
 
 How pods flow: the files the folder watch names are read again (and the whole folder every
-`rescan_interval`); a new pod is admitted (devices for every container, the checkpoint holding them, then
-each container's run options), each plugin called one at a time in admission order, as the kubelet
-admits, while the checkpoint write is shared by the pods allocated meanwhile; a removed file terminates
-its pods and frees their devices. On start, pods found in the checkpoint keep their devices (the manager's
-fast path) before anything is garbage-collected, and pods the state file remembers as Failed or Succeeded
-stay so until their manifest changes.
+`rescan_interval`); a new pod is admitted (devices for every container, the checkpoint holding them, its
+claims prepared by node.dra.flow, then each container's run options), each plugin called one at a time in
+admission order while the checkpoint write is shared by the pods allocated meanwhile; a removed file
+terminates its pods and frees their devices (a pod with claims is Terminating until they are unprepared).
+What a pod becomes at a restart is node.pod_restore's.
 """
 
 from __future__ import annotations
@@ -244,8 +243,7 @@ class PodSync:
             self.pods.remove(record.uid)
         comeback = self._comeback.pop(record.uid, None)
         if comeback is not None:
-            new = PodRecord(comeback)
-            self.pods.add(new)
+            self.pods.add(new := PodRecord(comeback))
             self._start_admission(new)
 
     def _release(self) -> None:
