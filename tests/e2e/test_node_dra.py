@@ -230,10 +230,38 @@ def test_terminating_until_the_driver_is_back(node: DRANodeProcesses) -> None:
     assert _list_pod_resources(node) == []
     assert node.checkpoint_claims() == {"default/c1": ({P}, [f"{DRIVER}/node-1/gpu-0"])}
 
+    # The manifest back while the pod terminates: admitted anew once the termination ends.
+    node.write_manifest("p.yaml", pod_yaml("p", "c1", uid=P))
+    assert node.wait_message("p", "unprepare dynamic resources")["terminating"]
+
     node.start_dra_plugin()
-    node.wait_gone("p")
+    wait_for(lambda: node.events("unprepare"), "the claim to be unprepared")
     assert [e["uid"] for e in node.events("unprepare")] == [U1]
+    node.wait_phase("p", "Running")
+    assert node.pod("p")["terminating"] is False
+    wait_for(lambda: len(node.events("prepare") + node.events("prepare-cached")) == 2, "a second prepare")
+    assert node.checkpoint_claims() == {"default/c1": ({P}, [f"{DRIVER}/node-1/gpu-0"])}
+    (node.paths.manifests / "p.yaml").unlink()
+    node.wait_gone("p")
     assert node.checkpoint_claims() == {}
+
+
+def test_claims_of_pods_removed_while_the_daemon_was_down_are_unprepared_after_the_first_scan(
+    node: DRANodeProcesses,
+) -> None:
+    """Scenario 20."""
+    node.start_daemon()
+    node.start_dra_plugin()
+    node.write_manifest("claims.yaml", claim_yaml("c1", uid=U1))
+    node.write_manifest("p.yaml", pod_yaml("p", "c1", uid=P))
+    node.wait_phase("p", "Running")
+    assert node.kill_daemon(2) == 0
+    (node.paths.manifests / "p.yaml").unlink()
+    node.start_daemon()
+    wait_for(lambda: node.events("unprepare"), "the reconcile pass to unprepare c1")
+    assert [e["uid"] for e in node.events("unprepare")] == [U1]
+    wait_for(lambda: node.checkpoint_claims() == {}, "an empty checkpoint")
+    assert "reservedFor" not in node.try_status("/claims/default/c1")["status"]
 
 
 C4_BAD = (

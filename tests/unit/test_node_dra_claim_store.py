@@ -94,7 +94,7 @@ async def test_a_257th_pod_is_refused_and_the_users_reserved_for_is_never_change
 async def test_seeded_from_the_restored_cache_for_the_same_claim_object_only(tmp_path: Path) -> None:
     store = store_of(tmp_path, claim_yaml("c1", uid="u1"), claim_yaml("c2", uid="u2"))
     names = {"P": "p", "Q": "q"}
-    store.seed([("default/c1", "u1", ["P"]), ("default/c2", "old-uid", ["Q"])], names.__getitem__)
+    store.seed([("default/c1", "u1", ["P", "gone"]), ("default/c2", "old-uid", ["Q"])], names)
     assert [(r.name, r.uid) for r in (await store.get_claim("default", "c1")).reserved_for] == [("p", "P")]
     assert (await store.get_claim("default", "c2")).reserved_for == ()
 

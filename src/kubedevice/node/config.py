@@ -74,7 +74,7 @@ class NodeConfig:
     #: Pretend the machine has this many NUMA nodes (distance 10 local, 20 remote) instead of reading sysfs.
     numa_nodes: int | None = None
     #: The node's name: the `spec.nodeName` DRA plugins publish their ResourceSlices for.
-    node_name: str = field(default_factory=socket.gethostname)
+    node_name: str = field(default_factory=lambda: socket.gethostname().strip().lower())
     #: What an unreadable DRA checkpoint does at start: refuse the start, or move the file aside.
     dra_state_recovery: DRAStateRecovery = "refuse"
     #: How often the DRA manager unprepares the claims of pods that are gone (the kubelet's 60 s).

@@ -9,7 +9,7 @@ a claim replaced under the same name starts with none.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kubedevice.dra import types as dra
@@ -98,17 +98,18 @@ class ClaimStore:
             self._reserved[key] = reserved
 
     def seed(
-        self, claim_pods: Iterable[tuple[str, str, Iterable[str]]], pod_name: Callable[[str], str]
+        self, claim_pods: Iterable[tuple[str, str, Iterable[str]]], pod_names: Mapping[str, str]
     ) -> None:
         """Reservations after a restart: each (namespace/name, claim UID, pod UIDs) the DRA manager's cache
-        restored, for claims whose document is the same object and leaves `reservedFor` to the daemon."""
+        restored, for claims whose document is the same object and leaves `reservedFor` to the daemon, and
+        pods still there (`pod_names`: UID -> name; the others' claims are about to be unprepared)."""
         for key, claim_uid, pod_uids in claim_pods:
             doc = self._documents.get(key)
             if doc is None or doc.meta.uid != claim_uid or doc.reserved_for is not None:
                 continue
-            reserved = self._reserved.setdefault((key, claim_uid), {})
-            for uid in sorted(pod_uids):
-                reserved.setdefault(uid, ConsumerReference("pods", pod_name(uid), uid))
+            for uid in sorted(u for u in pod_uids if u in pod_names):
+                reserved = self._reserved.setdefault((key, claim_uid), {})
+                reserved.setdefault(uid, ConsumerReference("pods", pod_names[uid], uid))
 
     def release(self, pod_uid: str) -> None:
         """The pod is gone: its reservations go (the claim controller's cleanup of `reservedFor`)."""

@@ -120,10 +120,9 @@ class DRAFlow:
 
     def sources_ready(self, records: Iterable[PodRecord]) -> None:
         """Every pod is known (the first manifest scan): reservations restored, the reconcile pass on."""
-        names = {r.uid: r.pod.name for r in records}
         self.claims.seed(
             ((s.key, s.claim_uid, s.pod_uids or ()) for s, _prepared in self.manager.claim_infos()),
-            lambda uid: names.get(uid, ""),
+            {r.uid: r.pod.name for r in records},
         )
         self.manager.sources_ready = True
 
