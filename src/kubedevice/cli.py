@@ -30,7 +30,8 @@ class Subcommand:
 SUBCOMMANDS: dict[str, Subcommand] = {
     "checkpoint": Subcommand(
         "kubedevice.checkpoint.cli",
-        "Inspect and verify a kubelet_internal_checkpoint file (v2, and the pre-1.20 v1).",
+        "Inspect and verify a checkpoint file: kubelet_internal_checkpoint (v2, and the pre-1.20 v1) "
+        "or dra_manager_state (recognised by its content).",
     ),
     "conformance": Subcommand(
         "kubedevice.conformance.cli",
