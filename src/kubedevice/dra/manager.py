@@ -80,7 +80,7 @@ class DRAManager:
             on_wipe=on_wipe,
             on_registered=self._driver_registered,
         )
-        self._state = DRAState(cache, plugins, claims, StateWriter(self._store, cache.snapshot))
+        self._state = DRAState(cache, plugins, claims, StateWriter(self._store, cache.pieces))
         self._reconcile_task: asyncio.Task[None] | None = None
         self._reconcile_now = asyncio.Event()
         self._sources_ready = False
