@@ -178,7 +178,7 @@ class Search:
         owner = f"class {data.device_class.meta.name}" if of_class else f"claim {data.claim}"
         for i, expression in enumerate(selectors):
             if candidate.cel is None:
-                candidate.cel = CelDevice.of(candidate.id[0], candidate.device)
+                candidate.cel = self.selectors.device(candidate.id[0], candidate.device)
             try:
                 if not self.selectors.matches(expression, candidate.cel):
                     return False

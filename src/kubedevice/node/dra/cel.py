@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cel_expr_python import cel
@@ -52,6 +52,14 @@ class CelDevice:
     attributes: tuple[tuple[str, str, str, int | bool | str], ...]
     #: (domain, name, quantity text), sorted.
     capacity: tuple[tuple[str, str, str], ...]
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        # Computed once: a device is looked up in the results cache once per selector and search.
+        return self._hash
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.driver, self.attributes, self.capacity)))
 
     @classmethod
     def of(cls, driver: str, device: SliceDevice) -> CelDevice:
@@ -110,6 +118,18 @@ class CelSelectors:
         )
         self._compiled: _LRU = _LRU(expressions)
         self._results: _LRU = _LRU(results)
+        # Keyed by identity (the entry holds the device, so the id cannot be reused while cached):
+        # slices are re-read only when their files change, so the same objects come back every search.
+        self._devices: _LRU = _LRU(results // 8)
+
+    def device(self, driver: str, device: SliceDevice) -> CelDevice:
+        """The device as selectors see it, kept while the same published device object is offered."""
+        entry = self._devices.get(id(device))
+        if entry is None or entry[0] is not device:
+            entry = (device, CelDevice.of(driver, device))
+            self._devices.put(id(device), entry)
+        cel_device: CelDevice = entry[1]
+        return cel_device
 
     @property
     def cached_results(self) -> int:
