@@ -511,3 +511,14 @@ def test_config_of_chosen_subrequests_and_unnamed_entries(cel: CelSelectors) -> 
         ("everyone", ()),
         ("both", ()),
     ]
+
+
+def test_a_search_deeper_than_the_stack_is_unschedulable_not_a_crash(cel: CelSelectors) -> None:
+    # one frame per wanted device: 40 claims of 32 devices go past Python's recursion limit
+    claims = [claim(f"c{i}", req("x", "any", count=32)) for i in range(40)]
+    built = request(claims, [pool(*[f"d-{i}" for i in range(40 * 32)])], [ANY])
+    with pytest.raises(Unschedulable) as caught:
+        allocate(built, cel)
+    assert caught.value.message == (
+        "cannot allocate all claims: the pod's claims want more devices than one search can take"
+    )

@@ -85,6 +85,11 @@ def allocate(request: AllocationRequest, selectors: CelSelectors | None = None) 
         found = search.run()
     except SearchError as err:
         raise Unschedulable(err.message) from err
+    except RecursionError as err:
+        # One stack frame per wanted device: only a pod wanting several hundred devices gets here.
+        raise Unschedulable(
+            "cannot allocate all claims: the pod's claims want more devices than one search can take"
+        ) from err
     if not found:
         raise Unschedulable("cannot allocate all claims: " + explain_failure(search, request.claims))
     allocations: list[Allocation] = []

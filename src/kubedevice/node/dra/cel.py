@@ -11,6 +11,7 @@ answer never changes while its published content does not.
 from __future__ import annotations
 
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -116,6 +117,9 @@ class CelSelectors:
             variables={"device": cel.Type.DYN},
             extensions=_extensions("kubernetes", _runtime_functions(self._values.functions())),
         )
+        # One caller at a time: the daemon compiles while reading documents (in a thread) and evaluates
+        # during a search; the caches and the library's objects are not shared between threads unguarded.
+        self._lock = threading.RLock()
         self._compiled: _LRU = _LRU(expressions)
         self._results: _LRU = _LRU(results)
         # Keyed by identity (the entry holds the device, so the id cannot be reused while cached):
@@ -124,10 +128,11 @@ class CelSelectors:
 
     def device(self, driver: str, device: SliceDevice) -> CelDevice:
         """The device as selectors see it, kept while the same published device object is offered."""
-        entry = self._devices.get(id(device))
-        if entry is None or entry[0] is not device:
-            entry = (device, CelDevice.of(driver, device))
-            self._devices.put(id(device), entry)
+        with self._lock:
+            entry = self._devices.get(id(device))
+            if entry is None or entry[0] is not device:
+                entry = (device, CelDevice.of(driver, device))
+                self._devices.put(id(device), entry)
         cel_device: CelDevice = entry[1]
         return cel_device
 
@@ -137,16 +142,18 @@ class CelSelectors:
 
     def compile(self, expression: str) -> None:
         """Returns when `expression` is a valid selector; SelectorCompileError (one line) otherwise."""
-        self._program(expression)
+        with self._lock:
+            self._program(expression)
 
     def matches(self, expression: str, device: CelDevice) -> bool:
         """Whether the device satisfies the selector; CelRuntimeError when evaluation fails,
         SelectorCompileError when the expression does not compile."""
         key = (expression, device)
-        cached = self._results.get(key)
-        if cached is None:
-            cached = self._evaluate(expression, device)
-            self._results.put(key, cached)
+        with self._lock:
+            cached = self._results.get(key)
+            if cached is None:
+                cached = self._evaluate(expression, device)
+                self._results.put(key, cached)
         if isinstance(cached, CelRuntimeError):
             raise cached
         return bool(cached)
