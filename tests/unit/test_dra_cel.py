@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kubedevice.node.dra.cel import CelDevice, CelRuntimeError, CelSelectors
-from kubedevice.node.dra.model import AttributeValue, SelectorCompileError, SliceDevice
+from kubedevice.node.dra.model import AttributeValue, SelectorCompileError, SelectorCompiler, SliceDevice
 from kubedevice.node.dra.semver import parse_semver
 from kubedevice.node.quantity import parse_quantity
 
@@ -278,3 +278,11 @@ def test_semver_refuses(text: str) -> None:
 def test_semver_normalizes_on_request() -> None:
     assert str(parse_semver("v1", normalize=True)) == "1.0.0"
     assert str(parse_semver("v1.02-rc.1", normalize=True)) == "1.2.0-rc.1"
+
+
+def test_it_is_the_documents_selector_compiler() -> None:
+    compiler: SelectorCompiler = CelSelectors()  # the Protocol the documents' reader takes
+    compiler.compile("device.driver == 'gpu.example.com'")
+    with pytest.raises(SelectorCompileError) as caught:
+        compiler.compile("device.driver ==")
+    assert caught.value.message.startswith("ERROR: <input>:1:17: Syntax error: mismatched input '<EOF>'")
