@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from kubedevice.dra import types as dra
 from kubedevice.dra.types import (
@@ -216,6 +216,8 @@ def _config_json(c: DeviceAllocationConfiguration) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class ClaimDocument:
+    KIND: ClassVar[str] = "ResourceClaim"
+
     meta: ObjectMeta
     spec: ResourceClaimSpec
     #: A user-written `status.allocation` (trusted as the kubelet trusts the API server), or None.
@@ -226,6 +228,8 @@ class ClaimDocument:
 
 @dataclass(frozen=True, slots=True)
 class ClaimTemplateDocument:
+    KIND: ClassVar[str] = "ResourceClaimTemplate"
+
     meta: ObjectMeta
     #: `spec.metadata.labels` / `.annotations`: what the generated claim is given.
     claim_labels: Mapping[str, str] = field(default_factory=dict)
@@ -235,6 +239,8 @@ class ClaimTemplateDocument:
 
 @dataclass(frozen=True, slots=True)
 class DeviceClassDocument:
+    KIND: ClassVar[str] = "DeviceClass"
+
     meta: ObjectMeta
     selectors: tuple[str, ...] = ()
     config: tuple[DeviceClaimConfiguration, ...] = ()
@@ -243,6 +249,8 @@ class DeviceClassDocument:
 
 @dataclass(frozen=True, slots=True)
 class NamespaceDocument:
+    KIND: ClassVar[str] = "Namespace"
+
     meta: ObjectMeta
 
 
@@ -268,6 +276,8 @@ class SliceDevice:
 
 @dataclass(frozen=True, slots=True)
 class ResourceSliceDocument:
+    KIND: ClassVar[str] = "ResourceSlice"
+
     meta: ObjectMeta
     driver: str
     node_name: str = ""
@@ -278,6 +288,8 @@ class ResourceSliceDocument:
     devices: tuple[SliceDevice, ...] = ()
     #: A left-out feature used at the slice level (every device of it is then marked too).
     unsupported: str | None = None
+    #: The slice selects its nodes by label (`spec.nodeSelector`): this node has none, so it is ignored.
+    node_selector: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +301,8 @@ class Pool:
     generation: int
     slices: tuple[ResourceSliceDocument, ...] = ()
     complete: bool = True
+    #: Why the pool cannot be used at all (e.g. a device name twice in one generation), or None.
+    invalid: str | None = None
 
     @property
     def devices(self) -> tuple[SliceDevice, ...]:
@@ -343,8 +357,9 @@ class DRADocuments:
     templates: Mapping[str, ClaimTemplateDocument] = field(default_factory=dict)
     classes: Mapping[str, DeviceClassDocument] = field(default_factory=dict)
     namespaces: Mapping[str, NamespaceDocument] = field(default_factory=dict)
-    #: file (relative path) -> its error lines, as bad pod manifests are reported.
-    errors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Every file of the folder refused now (relative path -> the one-line reason), as `/pods` reports
+    #: bad manifests: a claim defined only in such a file is missing.
+    errors: Mapping[str, str] = field(default_factory=dict)
 
 
 # --- the CEL seam ---------------------------------------------------------------------------------
