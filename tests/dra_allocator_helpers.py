@@ -50,6 +50,7 @@ def pool(
     name: str = NODE,
     complete: bool = True,
     slices: int = 1,
+    invalid: str | None = None,
 ) -> Pool:
     """A pool; its devices are dealt round-robin-free into `slices` slices, in order."""
     items = [dev(d) if isinstance(d, str) else d for d in devices]
@@ -65,7 +66,7 @@ def pool(
         )
         for i in range(slices)
     )
-    return Pool(driver=driver, name=name, generation=0, slices=docs, complete=complete)
+    return Pool(driver=driver, name=name, generation=0, slices=docs, complete=complete, invalid=invalid)
 
 
 def device_class(

@@ -98,6 +98,13 @@ SUCCESS: dict[str, tuple[Callable[[], AllocationRequest], list[list[tuple[str, s
         ),
         [[("gpu", "gpu-5")]],
     ),
+    "invalid-pool-skipped": (
+        lambda: request(
+            [claim("c1", req("gpu"))],
+            [pool("gpu-0", name="a", invalid="device gpu-0 is published twice"), pool("gpu-5", name="b")],
+        ),
+        [[("gpu", "gpu-5")]],
+    ),
     "small-and-large-backtrack-claims": (
         lambda: request(
             [
@@ -392,6 +399,18 @@ FAILURE: dict[str, tuple[Callable[[], AllocationRequest], str]] = {
         ),
         "claim default/c1, request gpu: asks for all devices, but resource pool gpu.example.com/b is "
         "currently being updated",
+    ),
+    "all-with-an-invalid-pool": (
+        lambda: request([claim("c1", req("gpu", mode="All"))], [pool("gpu-0", name="a", invalid="why")]),
+        "claim default/c1, request gpu: asks for all devices, but resource pool gpu.example.com/a "
+        "is currently invalid",
+    ),
+    "no-solution-with-an-invalid-pool": (
+        lambda: request(
+            [claim("c1", req("gpu", count=2))],
+            [pool("gpu-0", name="a", invalid="device gpu-0 is published twice"), pool("gpu-5", name="b")],
+        ),
+        "invalid resource pools were encountered: gpu.example.com/a: device gpu-0 is published twice",
     ),
     "all-with-a-constraint-rejecting-a-device": (
         lambda: request(

@@ -91,6 +91,13 @@ def allocate(request: AllocationRequest, selectors: CelSelectors | None = None) 
             "cannot allocate all claims: the pod's claims want more devices than one search can take"
         ) from err
     if not found:
+        invalid = [p for p in _ordered(request.pools) if p.invalid is not None]
+        if invalid:
+            # Upstream's answer when the search failed and some pool could not be used at all.
+            pool = invalid[0]
+            raise Unschedulable(
+                f"invalid resource pools were encountered: {pool.driver}/{pool.name}: {pool.invalid}"
+            )
         raise Unschedulable("cannot allocate all claims: " + explain_failure(search, request.claims))
     allocations: list[Allocation] = []
     for index, claim in enumerate(request.claims):
@@ -141,16 +148,21 @@ def _unsupported_feature(spec: ResourceClaimSpec) -> str | None:
 
 
 def _candidates(pools: Sequence[Pool]) -> list[Candidate]:
-    """Devices of the complete pools in search order; devices using a left-out feature never qualify."""
-    ordered = sorted(pools, key=lambda p: (p.driver.encode(), p.name.encode()))
+    """Devices of the complete, valid pools in search order; a device using a left-out feature never
+    qualifies."""
     return [
         Candidate((pool.driver, pool.name, device.name), device)
-        for pool in ordered
-        if pool.complete
+        for pool in _ordered(pools)
+        if pool.complete and pool.invalid is None
         for device_slice in pool.slices
         for device in device_slice.devices
         if device.unsupported is None and device_slice.unsupported is None
     ]
+
+
+def _ordered(pools: Sequence[Pool]) -> list[Pool]:
+    """Pools by (driver, pool name) compared as bytes: upstream's order is Go map order (random)."""
+    return sorted(pools, key=lambda p: (p.driver.encode(), p.name.encode()))
 
 
 def _prepare(request: AllocationRequest, candidates: list[Candidate], cel: CelSelectors) -> Search:
@@ -166,9 +178,7 @@ def _prepare(request: AllocationRequest, candidates: list[Candidate], cel: CelSe
         in_use=frozenset(request.in_use),
         selectors=cel,
     )
-    incomplete = [
-        p for p in sorted(request.pools, key=lambda p: (p.driver.encode(), p.name.encode())) if not p.complete
-    ]
+    unusable = [p for p in _ordered(request.pools) if not p.complete or p.invalid is not None]
     for c, claim in enumerate(request.claims):
         minimum = 0
         for r, device_request in enumerate(claim.spec.requests):
@@ -185,7 +195,7 @@ def _prepare(request: AllocationRequest, candidates: list[Candidate], cel: CelSe
                         False,
                         sub.count,
                     )
-                    request_data[(c, r, s)] = _with_devices(search, (c, r, s), data, incomplete)
+                    request_data[(c, r, s)] = _with_devices(search, (c, r, s), data, unusable)
                     fewest = data.num_devices if fewest is None else min(fewest, data.num_devices)
                 minimum += fewest or 0
             elif device_request.exactly is not None:
@@ -200,7 +210,7 @@ def _prepare(request: AllocationRequest, candidates: list[Candidate], cel: CelSe
                     exact.admin_access,
                     exact.count,
                 )
-                request_data[(c, r, 0)] = _with_devices(search, (c, r, 0), data, incomplete)
+                request_data[(c, r, 0)] = _with_devices(search, (c, r, 0), data, unusable)
                 minimum += data.num_devices
             else:
                 raise SearchError(
@@ -236,16 +246,17 @@ def _device_class(
 
 
 def _with_devices(
-    search: Search, key: tuple[int, int, int], data: RequestData, incomplete: list[Pool]
+    search: Search, key: tuple[int, int, int], data: RequestData, unusable: list[Pool]
 ) -> RequestData:
     """`All` mode: every matching device, found (selectors run) before the search starts."""
     if not data.all_mode:
         return data
-    if incomplete:
-        pool = incomplete[0]
+    if unusable:
+        pool = unusable[0]
+        state = "being updated" if not pool.complete else "invalid"
         raise SearchError(
             f"claim {data.claim}, request {data.name}: asks for all devices, but resource pool "
-            f"{pool.driver}/{pool.name} is currently being updated"
+            f"{pool.driver}/{pool.name} is currently {state}"
         )
     data.all_devices = [c for c in search.candidates if search.is_selectable(key, data, c)]
     data.num_devices = len(data.all_devices)
