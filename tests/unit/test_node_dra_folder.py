@@ -151,3 +151,12 @@ def test_named_scans_keep_the_same_documents_as_a_fresh_full_scan(tmp_path: Path
         assert named.dra.errors == fresh.dra.errors == fresh.errors
         clashes += any("already defined" in e for e in fresh.errors.values())
     assert clashes > 10  # the walk did meet clashes
+
+
+def test_a_class_is_found_by_its_extended_resource_or_the_implicit_name(tmp_path: Path) -> None:
+    (tmp_path / "classes.yaml").write_text(device_class("gpu", "example.com/gpu"))
+    dra = ManifestFolder(tmp_path).scan().dra
+    assert dra.class_for("example.com/gpu") is dra.classes["gpu"]
+    assert dra.class_for("deviceclass.resource.kubernetes.io/gpu") is dra.classes["gpu"]
+    assert dra.class_for("example.com/nic") is None
+    assert dra.class_for("deviceclass.resource.kubernetes.io/nic") is None

@@ -22,6 +22,7 @@ from kubedevice.dra.types import (
 )
 
 __all__ = [
+    "IMPLICIT_EXTENDED_RESOURCE_PREFIX",
     "Allocation",
     "AllocationMode",
     "AttributeValue",
@@ -53,6 +54,8 @@ __all__ = [
 AllocationMode = Literal["ExactCount", "All"]
 ConfigSource = Literal["FromClass", "FromClaim"]
 AttributeKind = Literal["int", "bool", "string", "version"]
+#: Every class is reachable as an extended resource under this prefix, followed by the class name.
+IMPLICIT_EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
 #: A device as allocation results name it: (driver, pool, device).
 DeviceID = tuple[str, str, str]
 
@@ -85,6 +88,7 @@ class ExactDeviceRequest:
     #: CEL expressions, all of which a device must satisfy.
     selectors: tuple[str, ...] = ()
     allocation_mode: AllocationMode = "ExactCount"
+    #: Devices wanted with ExactCount (at least 1); 0 with All, as the API leaves it.
     count: int = 1
     admin_access: bool = False
     #: Left-out features, kept so the allocator can name them (never acted on).
@@ -351,7 +355,9 @@ class PodClaims:
 
 @dataclass(frozen=True, slots=True)
 class DRADocuments:
-    """The DRA documents one manifest scan found; keys are `ns/name` (namespaced) or `name`."""
+    """The DRA documents one manifest scan found; keys are `ns/name` (namespaced) or `name`.
+
+    The mappings are looked up by key; their iteration order means nothing (sort to show them)."""
 
     claims: Mapping[str, ClaimDocument] = field(default_factory=dict)
     templates: Mapping[str, ClaimTemplateDocument] = field(default_factory=dict)
@@ -360,6 +366,13 @@ class DRADocuments:
     #: Every file of the folder refused now (relative path -> the one-line reason), as `/pods` reports
     #: bad manifests: a claim defined only in such a file is missing.
     errors: Mapping[str, str] = field(default_factory=dict)
+
+    def class_for(self, resource: str) -> DeviceClassDocument | None:
+        """The class an extended resource name maps to: its `extendedResourceName`, or the implicit
+        `deviceclass.resource.kubernetes.io/<class>`; None when no class does."""
+        if resource.startswith(IMPLICIT_EXTENDED_RESOURCE_PREFIX):
+            return self.classes.get(resource[len(IMPLICIT_EXTENDED_RESOURCE_PREFIX) :])
+        return next((c for c in self.classes.values() if c.extended_resource_name == resource), None)
 
 
 # --- the CEL seam ---------------------------------------------------------------------------------
