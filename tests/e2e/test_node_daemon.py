@@ -234,7 +234,19 @@ def test_status_wait_for_a_daemon_that_never_answers() -> None:
 
 BAD_MANIFESTS = {
     "yaml.yaml": ("kind: [", "YAML error"),
-    "service.yaml": ("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n", "not a v1 Pod"),
+    "service.yaml": ("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n", 'unsupported kind "Service"'),
+    "alpha.yaml": (
+        "apiVersion: resource.k8s.io/v1alpha3\nkind: ResourceClaim\nmetadata: {name: c}\n",
+        'kind ResourceClaim: apiVersion "resource.k8s.io/v1alpha3" is not supported '
+        "(use resource.k8s.io/v1, v1beta2 or v1beta1)",
+    ),
+    "deployment.yaml": (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n",
+        'unsupported kind "Deployment" (apiVersion "apps/v1") — supported: Pod, Namespace, ResourceClaim, '
+        "ResourceClaimTemplate, DeviceClass",
+    ),
+    "kindless.yaml": ("apiVersion: v1\nmetadata: {name: k}\n", "no kind"),
+    "kind7.yaml": (pod_manifest("kind7", {GPU: 1}) + "---\nkind: 7\n", "document 2: no kind"),
     "half.yaml": (pod_manifest("half", {GPU: "500m"}), "not a whole number of devices"),
     "mismatch.yaml": (
         pod_manifest("mismatch", {GPU: 1}).replace(

@@ -327,6 +327,16 @@ async def _duplicate_pod(node: Node) -> str:
     return await node.bad_file("twin.yaml")
 
 
+async def _duplicate_claim(node: Node) -> str:
+    claim = (
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: c1}\n"
+        "spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu}}]}}\n"
+    )
+    node.write("a-claim.yaml", claim)
+    node.write("b-claim.yaml", claim)
+    return await node.bad_file("b-claim.yaml")
+
+
 async def _unknown_fields_manifest(node: Node) -> str:
     text = pod_manifest("extra", {GOOD: 1}).replace("spec:\n", "spec:\n  futureField: {a: 1}\n")
     node.write("extra.yaml", "surprise: true\n" + text)
@@ -619,7 +629,7 @@ CASES: list[tuple[str, str, Case, str, Callable[[NodePaths], None] | None]] = [
     ),
     # Manifests
     ("mf-yaml-garbage", "manifest", _manifest("kind: [\n  - {"), "YAML error", None),
-    ("mf-empty-file", "manifest", _manifest(b""), "no Pod in the file", None),
+    ("mf-empty-file", "manifest", _manifest(b""), "no document in the file", None),
     ("mf-non-utf8", "manifest", _manifest(b"kind: Pod\nname: \xff\xfe\n"), "not UTF-8 text", None),
     (
         "mf-json-truncated",
@@ -632,10 +642,53 @@ CASES: list[tuple[str, str, Case, str, Callable[[NodePaths], None] | None]] = [
         "mf-wrong-kind",
         "manifest",
         _manifest("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n"),
-        "not a v1 Pod",
+        'unsupported kind "Service" (apiVersion "v1") — supported: Pod, Namespace, ResourceClaim, '
+        "ResourceClaimTemplate, DeviceClass",
         None,
     ),
-    ("mf-scalar", "manifest", _manifest("just a string\n"), "not a Pod (a str, not a mapping)", None),
+    (
+        "mf-old-version",
+        "manifest",
+        _manifest("apiVersion: resource.k8s.io/v1alpha3\nkind: ResourceClaim\nmetadata: {name: c}\n"),
+        'kind ResourceClaim: apiVersion "resource.k8s.io/v1alpha3" is not supported '
+        "(use resource.k8s.io/v1, v1beta2 or v1beta1)",
+        None,
+    ),
+    (
+        "mf-no-kind",
+        "manifest",
+        _manifest(pod_manifest("k", {GOOD: 1}) + "---\nkind: 7\n"),
+        "document 2: no kind",
+        None,
+    ),
+    (
+        "mf-claim-count",
+        "manifest",
+        _manifest(
+            "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: c}\n"
+            "spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu, count: 0}}]}}\n"
+        ),
+        "ResourceClaim default/c: spec.devices.requests[0].exactly.count: must be at least 1, not 0",
+        None,
+    ),
+    (
+        "mf-pod-claim",
+        "manifest",
+        _manifest(
+            pod_manifest("pc", {GOOD: 1}).replace("spec:\n", "spec:\n  resourceClaims: [{name: gpu}]\n", 1)
+        ),
+        "pod default/pc: spec.resourceClaims[0]: "
+        "exactly one of resourceClaimName or resourceClaimTemplateName must be set",
+        None,
+    ),
+    (
+        "mf-claim-twice",
+        "manifest",
+        _duplicate_claim,
+        "ResourceClaim default/c1 is already defined by a-claim.yaml",
+        None,
+    ),
+    ("mf-scalar", "manifest", _manifest("just a string\n"), "not an object (a str, not a mapping)", None),
     (
         "mf-limits-text",
         "manifest",
@@ -675,7 +728,7 @@ CASES: list[tuple[str, str, Case, str, Callable[[NodePaths], None] | None]] = [
         f"UnexpectedAdmissionError: requested number of devices unavailable for {GOOD}",
         None,
     ),
-    ("mf-huge-file", "manifest", _manifest("# " + "x" * (4 << 20) + "\n"), "no Pod in the file", None),
+    ("mf-huge-file", "manifest", _manifest("# " + "x" * (4 << 20) + "\n"), "no document in the file", None),
     # Checkpoint files (present when the daemon starts)
     (
         "cp-garbage",

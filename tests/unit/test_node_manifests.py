@@ -93,10 +93,19 @@ def test_several_documents_json_lists_and_succeeded_pods() -> None:
     [
         ("bad.yaml", b"kind: Pod\n  - : [", "YAML error"),
         ("bad.json", b"{", "JSON error"),
-        ("bad.yaml", b"", "no Pod in the file"),
-        ("bad.yaml", b"- 1\n- 2\n", "not a Pod (a list"),
-        ("bad.yaml", b"apiVersion: v1\nkind: Service\nmetadata: {name: s}\n", "not a v1 Pod (kind 'Service'"),
-        ("bad.yaml", b"apiVersion: apps/v1\nkind: Pod\nmetadata: {name: s}\n", "apiVersion 'apps/v1'"),
+        ("bad.yaml", b"", "no document in the file"),
+        ("bad.yaml", b"- 1\n- 2\n", "not an object (a list, not a mapping)"),
+        (
+            "bad.yaml",
+            b"apiVersion: v1\nkind: Service\nmetadata: {name: s}\n",
+            'unsupported kind "Service" (apiVersion "v1") — supported: Pod, Namespace, ResourceClaim, '
+            "ResourceClaimTemplate, DeviceClass",
+        ),
+        (
+            "bad.yaml",
+            b"apiVersion: apps/v1\nkind: Pod\nmetadata: {name: s}\n",
+            'kind Pod: apiVersion "apps/v1" is not supported (use v1)',
+        ),
         ("bad.yaml", GOOD.replace(b"  name: trainer\n", b""), "missing metadata.name"),
         ("bad.yaml", GOOD.replace(b"example.com/gpu: 2,", b"example.com/gpu: 1.5,"), "not a whole number"),
         ("bad.yaml", GOOD.replace(b"example.com/gpu: 2,", b"example.com/gpu: lots,"), "not a quantity"),
@@ -154,7 +163,7 @@ def test_folder_rescans_only_changed_files_and_detects_edits(tmp_path: Path) -> 
     path = tmp_path / "p.yaml"
     path.write_bytes(GOOD)
     first = folder.scan().pods[0].uid
-    assert first == document_uid(yaml.safe_load(GOOD), "ml", "trainer", str(path))
+    assert first == document_uid(yaml.safe_load(GOOD), "ml", "trainer", "p.yaml")  # relative path
     assert folder.scan().pods[0].uid == first
     path.write_bytes(GOOD + b"# a comment only: the same pod\n")
     assert folder.scan().pods[0].uid == first

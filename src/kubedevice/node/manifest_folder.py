@@ -1,11 +1,14 @@
-"""The manifest folder as the daemon sees it: every file's pods, a file read again only when it changed.
+"""The manifest folder as the daemon sees it: every file's pods and DRA documents, a file read again only
+when it changed.
 
 A full scan lists the folder (one `stat` per unchanged file). A scan of named files (those the folder
 watch reported) looks at those files only, so a burst of N new manifests costs O(N) in all rather than a
 listing of the whole folder per event; the daemon still scans in full now and then, as a safety net.
 Either way a pod's UID and its namespace/name belong to one file: the pod already known (running) wins,
 then the first file in name order; the file that loses is reported, and looked at again by every scan
-until the clash is gone.
+until the clash is gone. A DRA document (claim, template, class, namespace) belongs to one file too: the
+first file in name order wins and the other files are refused the same way. The DRA documents of a scan
+are always the whole folder's, whichever files it looked at.
 
 `scan()` does blocking file I/O: call it in a thread. It gives up the GIL every half millisecond of
 parsing, so the event loop's thread is not kept waiting for it.
@@ -22,7 +25,9 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kubedevice.node.manifests import MANIFEST_SUFFIXES, ManifestError, PodManifest, parse_manifest
+from kubedevice.node.dra.folder_index import DRAFolderIndex
+from kubedevice.node.dra.model import DRADocuments, SelectorCompiler
+from kubedevice.node.manifests import MANIFEST_SUFFIXES, ManifestError, ManifestFile, PodManifest, parse_file
 
 log = logging.getLogger(__name__)
 
@@ -33,18 +38,23 @@ _GIL_SLICE = 0.0005
 @dataclass(slots=True)
 class ScanResult:
     """The pods (in file-name order) and the files that could not be used, among the files `covered`
-    (None: the whole folder). A covered file with neither pods nor an error is gone."""
+    (None: the whole folder). A covered file with neither pods nor an error is gone.
+
+    `dra` is the whole folder's DRA documents after this scan, the same object as the previous scan's
+    when none of them changed (`dra_changed` False)."""
 
     pods: list[PodManifest] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
     covered: frozenset[str] | None = None
+    dra: DRADocuments = field(default_factory=DRADocuments)
+    dra_changed: bool = False
 
 
 @dataclass(slots=True)
 class _Cached:
     key: tuple[int, int, int]
     digest: bytes
-    pods: list[PodManifest] | None
+    parsed: ManifestFile | None
     error: str | None
 
 
@@ -56,9 +66,13 @@ def is_manifest_name(name: str) -> bool:
 class ManifestFolder:
     """Reads a manifest folder, re-parsing only the files whose size, mtime or content changed."""
 
-    def __init__(self, folder: Path, *, allow_symlinks: bool = False) -> None:
+    def __init__(
+        self, folder: Path, *, allow_symlinks: bool = False, selector_compiler: SelectorCompiler | None = None
+    ) -> None:
         self.folder = folder
         self.allow_symlinks = allow_symlinks
+        #: Checks the CEL selectors of DRA documents as they are read (None: not checked).
+        self.selector_compiler = selector_compiler
         self._cache: dict[str, _Cached] = {}
         #: The pods each file gives now, and the file holding each UID and each namespace/name.
         self._accepted: dict[str, list[PodManifest]] = {}
@@ -68,6 +82,10 @@ class ManifestFolder:
         self._clashing: set[str] = set()
         #: When parsing last gave up the GIL (monotonic seconds).
         self._gil_given_at = 0.0
+        #: Every readable file's DRA documents (those of refused files included).
+        self._dra = DRAFolderIndex()
+        #: Every file of the folder refused now: what DRADocuments.errors reports.
+        self._errors: dict[str, str] = {}
 
     def scan(self, known_uids: Collection[str] = (), names: Iterable[str] | None = None) -> ScanResult:
         """The whole folder's pods, or with `names` those files' only (and the clashing files').
@@ -77,8 +95,11 @@ class ManifestFolder:
         if names is None:
             result = self._scan_all()
         else:
-            result = self._scan_names(sorted({n for n in names if is_manifest_name(n)} | self._clashing))
+            wanted = {n for n in names if is_manifest_name(n)} | self._clashing | set(self._dra.clashing)
+            result = self._scan_names(sorted(wanted))
+        self._check_dra_clashes(result)
         self._check_clashes(result, known_uids)
+        self._collect_dra(result)
         if log.isEnabledFor(logging.DEBUG):
             looked = (
                 "every file" if result.covered is None else f"{len(result.covered)} file(s) the watch named"
@@ -113,6 +134,8 @@ class ManifestFolder:
             self._add(result, name, self._read(name, entry.path, entry.is_symlink(), real_folder))
         for gone in set(self._cache) - seen:
             del self._cache[gone]
+        for gone in set(self._dra.files()) - seen:
+            self._dra.set_file(gone, [])
         return result
 
     def _scan_names(self, names: list[str]) -> ScanResult:
@@ -131,21 +154,23 @@ class ManifestFolder:
                 continue
             if is_dir:
                 self._cache.pop(name, None)
+                self._dra.set_file(name, [])
                 continue
             self._add(result, name, self._read(name, path, symlink, real_folder))
         return result
 
-    @staticmethod
-    def _add(result: ScanResult, name: str, read: tuple[list[PodManifest] | None, str | None]) -> None:
-        pods, error = read
-        if error is not None:
-            result.errors[name] = error
+    def _add(self, result: ScanResult, name: str, read: tuple[ManifestFile | None, str | None]) -> None:
+        parsed, error = read
+        if error is not None or parsed is None:
+            result.errors[name] = error or "cannot read"
+            self._dra.set_file(name, [])
         else:
-            result.pods.extend(pods or [])
+            result.pods.extend(parsed.pods)
+            self._dra.set_file(name, parsed.dra)
 
     def _read(
         self, name: str, path: str, symlink: bool, real_folder: str
-    ) -> tuple[list[PodManifest] | None, str | None]:
+    ) -> tuple[ManifestFile | None, str | None]:
         if symlink and not self.allow_symlinks:
             target = os.path.realpath(path)
             if os.path.commonpath([target, real_folder]) != real_folder:
@@ -156,7 +181,7 @@ class ManifestFolder:
             key = (st.st_mtime_ns, st.st_size, st.st_ino)
             cached = self._cache.get(name)
             if cached is not None and cached.key == key:
-                return cached.pods, cached.error
+                return cached.parsed, cached.error
             with open(path, "rb") as f:
                 content = f.read()
         except FileNotFoundError:
@@ -167,13 +192,14 @@ class ManifestFolder:
         digest = hashlib.sha256(content).digest()
         if cached is not None and cached.digest == digest:
             cached.key = key
-            return cached.pods, cached.error
+            return cached.parsed, cached.error
         try:
-            pods: list[PodManifest] | None = parse_manifest(name, content, path)
+            # The folder is flat: the file's name is its path relative to the folder, part of each UID.
+            parsed: ManifestFile | None = parse_file(name, content, name, self.selector_compiler)
             error = None
         except ManifestError as err:
-            pods, error = None, str(err)
-        self._cache[name] = _Cached(key, digest, pods, error)
+            parsed, error = None, str(err)
+        self._cache[name] = _Cached(key, digest, parsed, error)
         # Let another thread take the GIL: parsing is pure Python, and without this a scan of many new
         # files holds the GIL for a whole switch interval (5 ms) each time the event loop wakes up, which
         # delays every plugin call's answer that much (~7 ms per Allocate instead of ~1 ms). Every half
@@ -182,7 +208,29 @@ class ManifestFolder:
         if now - self._gil_given_at >= _GIL_SLICE:
             time.sleep(0)
             self._gil_given_at = time.monotonic()
-        return pods, error
+        return parsed, error
+
+    def _check_dra_clashes(self, result: ScanResult) -> None:
+        """A DRA document (or a class's extendedResourceName) that an earlier file in name order defines
+        refuses its file, pods included; a file whose refusal starts or ends is added to the scan."""
+        changed = self._dra.clashes()
+        clashing = self._dra.clashing
+        if result.covered is not None and changed:
+            result.covered = result.covered | (changed & set(self._dra.files()))
+        for file, error in clashing.items():
+            result.errors[file] = error
+        if clashing:
+            result.pods = [m for m in result.pods if m.file not in clashing]
+
+    def _collect_dra(self, result: ScanResult) -> None:
+        """The folder's DRA documents: those of every file not refused now."""
+        if result.covered is None:
+            self._errors = dict(result.errors)
+        else:
+            for file in result.covered:
+                self._errors.pop(file, None)
+            self._errors.update(result.errors)
+        result.dra, result.dra_changed = self._dra.documents(frozenset(self._errors), self._errors)
 
     def _check_clashes(self, result: ScanResult, known_uids: Collection[str]) -> None:
         """A UID or namespace/name already held by a known pod, another file or an earlier file of the

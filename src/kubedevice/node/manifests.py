@@ -1,19 +1,26 @@
-"""Pods from a manifest folder, like the kubelet's static pods: each file holds one or more v1 Pods.
+"""Pods from a manifest folder, like the kubelet's static pods, and the documents DRA reads beside them.
 
-Parsing is strict about what the device manager depends on (names, integer device counts, requests equal
-to limits) and ignores the rest of the Pod. A file that cannot be used is reported with its reason and
-never affects the pods of other files.
+A file holds one or more documents: v1 Pods, v1 Namespaces, and `resource.k8s.io` ResourceClaims,
+ResourceClaimTemplates and DeviceClasses (node.dra.documents reads those). Parsing is strict about what
+the device manager and DRA depend on (names, integer device counts, requests equal to limits, claims) and
+ignores the rest of the Pod. One bad document refuses its whole file; a file that cannot be used is
+reported with its reason and never affects the documents of other files.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from kubedevice.dra import types as dra
 from kubedevice.manager.registration import is_extended_resource_name
 from kubedevice.manager.types import Container, Pod
+from kubedevice.node.dra.documents import DRADocument, check_kind, parse_dra_document
+from kubedevice.node.dra.fields import DocumentError, Fields
+from kubedevice.node.dra.model import DeviceClassDocument, PodClaims, SelectorCompiler
+from kubedevice.node.dra.pod_claims import read_pod_claims
 from kubedevice.node.identity import document_digest, document_uid
 from kubedevice.node.quantity import parse_device_count
 
@@ -38,18 +45,98 @@ class PodManifest:
     digest: str
     #: The manifest says the pod already finished; it is shown but never admitted.
     succeeded: bool = False
+    #: `spec.resourceClaims` and the containers' `resources.claims`.
+    claims: PodClaims = field(default_factory=PodClaims)
 
     @property
     def uid(self) -> str:
         return self.pod.uid
 
+    def dra_pod(
+        self,
+        claim_statuses: Mapping[str, str | None] | None = None,
+        extended_resource_claim: dra.ExtendedResourceClaimStatus | None = None,
+    ) -> dra.Pod:
+        """The pod as the DRA manager sees it, with the statuses the daemon decided for it."""
+        pod = self.pod
+        return self.claims.to_dra_pod(
+            pod.uid, pod.namespace, pod.name, claim_statuses, extended_resource_claim
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestFile:
+    """What one file holds: its pods and its DRA documents, each in file order."""
+
+    pods: list[PodManifest]
+    dra: list[DRADocument]
+
 
 def parse_manifest(file_name: str, content: bytes, source_path: str | None = None) -> list[PodManifest]:
-    """Every Pod of one file. Raises ManifestError naming the document and field at fault.
+    """Every Pod of one file (its other documents are checked, not returned); see parse_file."""
+    return parse_file(file_name, content, source_path).pods
 
-    A pod without `metadata.uid` gets one from its decoded document, namespace, name and `source_path`
-    (the file's full path; `file_name` when not given), as the kubelet derives a static pod's.
+
+def parse_file(
+    file_name: str,
+    content: bytes,
+    source_path: str | None = None,
+    compiler: SelectorCompiler | None = None,
+) -> ManifestFile:
+    """Every document of one file. Raises ManifestError naming the document and field at fault.
+
+    A document without `metadata.uid` gets one from its decoded document, namespace, name and
+    `source_path` (the file's path relative to the manifest folder; `file_name` when not given), as the
+    kubelet derives a static pod's. `compiler` checks CEL selectors (None: not checked).
     """
+    flat = load_documents(file_name, content)
+    if not flat:
+        raise ManifestError("no document in the file")
+    source = file_name if source_path is None else source_path
+    many = len(flat) > 1
+    pods: list[PodManifest] = []
+    documents: list[DRADocument] = []
+    for index, doc in enumerate(flat):
+        where = f"document {index + 1}: " if many else ""
+        try:
+            if not isinstance(doc, Mapping):
+                raise DocumentError(f"not an object (a {type(doc).__name__}, not a mapping)", anonymous=True)
+            kind, version = check_kind(doc)
+            if kind == "Pod":
+                pods.append(_parse_pod(doc, where, file_name, source))
+            else:
+                documents.append(parse_dra_document(doc, kind, version, source, compiler))
+        except DocumentError as err:
+            raise ManifestError(f"{where if err.anonymous else ''}{err}") from None
+    _check_unique(pods, documents)
+    return ManifestFile(pods, documents)
+
+
+def _check_unique(pods: list[PodManifest], documents: list[DRADocument]) -> None:
+    seen: set[tuple[str, str]] = set()
+    for m in pods:
+        key = (m.pod.namespace, m.pod.name)
+        if key in seen:
+            raise ManifestError(f"pod {m.pod.namespace}/{m.pod.name} appears twice")
+        seen.add(key)
+    extended: dict[str, str] = {}
+    for d in documents:
+        kind = type(d).KIND
+        if (kind, d.meta.key) in seen:
+            raise ManifestError(f"{kind} {d.meta.key} appears twice")
+        seen.add((kind, d.meta.key))
+        if isinstance(d, DeviceClassDocument) and d.extended_resource_name is not None:
+            other = extended.setdefault(d.extended_resource_name, d.meta.name)
+            if other != d.meta.name:
+                raise ManifestError(
+                    f"DeviceClass {d.meta.name}: extendedResourceName {d.extended_resource_name} is already "
+                    f"used by DeviceClass {other}"
+                )
+
+
+def load_documents(file_name: str, content: bytes) -> list[Any]:
+    """The decoded documents of one file (`.json`: one document; YAML: all of them), `kind: List`
+    flattened into its items. Raises ManifestError when the file cannot be read as such."""
     try:
         text = content.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -67,17 +154,7 @@ def parse_manifest(file_name: str, content: bytes, source_path: str | None = Non
             flat.extend(doc["items"])
         else:
             flat.append(doc)
-    if not flat:
-        raise ManifestError("no Pod in the file")
-    source = file_name if source_path is None else source_path
-    pods = [_parse_pod(doc, index, len(flat) > 1, file_name, source) for index, doc in enumerate(flat)]
-    seen: set[tuple[str, str]] = set()
-    for m in pods:
-        key = (m.pod.namespace, m.pod.name)
-        if key in seen:
-            raise ManifestError(f"pod {m.pod.namespace}/{m.pod.name} appears twice")
-        seen.add(key)
-    return pods
+    return flat
 
 
 def _load_yaml(text: str) -> list[Any]:
@@ -103,13 +180,7 @@ def _load_yaml(text: str) -> list[Any]:
         raise ManifestError(f"YAML error: {' '.join(str(err).split())}") from None
 
 
-def _parse_pod(doc: Any, index: int, many: bool, file_name: str, source: str) -> PodManifest:
-    where = f"document {index + 1}: " if many else ""
-    if not isinstance(doc, Mapping):
-        raise ManifestError(f"{where}not a Pod (a {type(doc).__name__}, not a mapping)")
-    kind, api_version = doc.get("kind"), doc.get("apiVersion")
-    if kind != "Pod" or api_version != "v1":
-        raise ManifestError(f"{where}not a v1 Pod (kind {kind!r}, apiVersion {api_version!r})")
+def _parse_pod(doc: Mapping[str, Any], where: str, file_name: str, source: str) -> PodManifest:
     metadata = _mapping(doc.get("metadata"), f"{where}metadata")
     name = metadata.get("name")
     if not isinstance(name, str) or not name:
@@ -134,7 +205,18 @@ def _parse_pod(doc: Any, index: int, many: bool, file_name: str, source: str) ->
         raise ManifestError(f"{where}container name {duplicates[0]!r} is used twice")
     succeeded = status.get("phase") == SUCCEEDED or annotations.get(PHASE_ANNOTATION) == SUCCEEDED
     pod = Pod(uid=uid, namespace=namespace, name=name, init_containers=init, containers=apps)
-    return PodManifest(file=file_name, pod=pod, digest=document_digest(doc), succeeded=succeeded)
+    raw = [
+        (f"spec.{field}[{i}]", c["name"], c)
+        for field in ("initContainers", "containers")
+        for i, c in enumerate(spec.get(field) or ())
+    ]
+    try:
+        claims = read_pod_claims(Fields(where), spec, raw)
+    except DocumentError as err:
+        raise ManifestError(str(err)) from None
+    return PodManifest(
+        file=file_name, pod=pod, digest=document_digest(doc), succeeded=succeeded, claims=claims
+    )
 
 
 def _mapping(value: Any, what: str) -> Mapping[str, Any]:

@@ -1,0 +1,228 @@
+"""The manifest folder's DRA documents: Namespace, ResourceClaim, ResourceClaimTemplate and DeviceClass.
+
+Every supported version (`resource.k8s.io/v1`, `v1beta2`, `v1beta1`) is read into the v1 shapes of
+`node.dra.model`. A document's default UID comes from the decoded document (node.identity), so a comment
+or another document of the same file never makes a new object. CEL selectors are compiled through the
+`SelectorCompiler` the daemon passes in; this module never imports a CEL library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kubedevice.dra.types import ConsumerReference, DeviceRequestAllocationResult
+from kubedevice.manager.registration import is_extended_resource_name
+from kubedevice.node.dra.claim_spec import SpecReader
+from kubedevice.node.dra.fields import DocumentError, Fields
+from kubedevice.node.dra.model import (
+    Allocation,
+    ClaimDocument,
+    ClaimTemplateDocument,
+    DeviceAllocationConfiguration,
+    DeviceClassDocument,
+    NamespaceDocument,
+    ObjectMeta,
+    SelectorCompiler,
+)
+from kubedevice.node.identity import document_uid
+
+__all__ = [
+    "DRA_GROUP",
+    "DRA_KINDS",
+    "DRA_VERSIONS",
+    "DRADocument",
+    "DocumentError",
+    "check_kind",
+    "parse_dra_document",
+]
+
+DRA_GROUP = "resource.k8s.io"
+DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")
+#: Kinds of the `resource.k8s.io` group a manifest may hold, and the cluster-scoped ones among all kinds.
+DRA_KINDS = ("ResourceClaim", "ResourceClaimTemplate", "DeviceClass")
+CORE_KINDS = ("Pod", "Namespace")
+SUPPORTED_KINDS = (*CORE_KINDS, *DRA_KINDS)
+_CLUSTER_SCOPED = ("Namespace", "DeviceClass")
+
+DRADocument = NamespaceDocument | ClaimDocument | ClaimTemplateDocument | DeviceClassDocument
+
+
+def check_kind(doc: Mapping[str, Any], kinds: tuple[str, ...] = SUPPORTED_KINDS) -> tuple[str, str]:
+    """(kind, version) of a document a manifest may hold; DocumentError with the user's text otherwise.
+
+    `version` is the part after the group for `resource.k8s.io` kinds and `v1` for Pod and Namespace.
+    """
+    kind = doc.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise DocumentError("no kind", anonymous=True)
+    api_version = doc.get("apiVersion")
+    shown = api_version if isinstance(api_version, str) else ""
+    if kind not in kinds:
+        raise DocumentError(
+            f'unsupported kind "{kind}" (apiVersion "{shown}") — supported: {", ".join(kinds)}',
+            anonymous=True,
+        )
+    if kind in CORE_KINDS:
+        if api_version != "v1":
+            raise DocumentError(
+                f'kind {kind}: apiVersion "{shown}" is not supported (use v1)', anonymous=True
+            )
+        return kind, "v1"
+    group, _, version = shown.partition("/")
+    if group != DRA_GROUP or version not in DRA_VERSIONS:
+        raise DocumentError(
+            f'kind {kind}: apiVersion "{shown}" is not supported (use {DRA_GROUP}/v1, v1beta2 or v1beta1)',
+            anonymous=True,
+        )
+    return kind, version
+
+
+def parse_dra_document(
+    doc: Mapping[str, Any], kind: str, version: str, source: str, compiler: SelectorCompiler | None
+) -> DRADocument:
+    """One checked document of kind Namespace, ResourceClaim, ResourceClaimTemplate or DeviceClass.
+
+    `source` is the file's path relative to the manifest folder: it is part of the default UID.
+    """
+    meta = _metadata(doc, kind, source)
+    where = f"{kind} {meta.key}: "
+    f = Fields(where)
+    reader = SpecReader(f, version, compiler)
+    if kind == "Namespace":
+        return NamespaceDocument(meta)
+    spec = f.mapping(doc.get("spec"), "spec")
+    if kind == "ResourceClaim":
+        claim_spec = reader.claim_spec(spec, "spec")
+        status = f.mapping(doc.get("status"), "status")
+        allocation = _allocation(f, reader, status.get("allocation"), "status.allocation")
+        reserved = status.get("reservedFor")
+        return ClaimDocument(
+            meta,
+            claim_spec,
+            allocation,
+            None if reserved is None else _reserved_for(f, reserved, "status.reservedFor"),
+        )
+    if kind == "ResourceClaimTemplate":
+        template_meta = f.mapping(spec.get("metadata"), "spec.metadata")
+        return ClaimTemplateDocument(
+            meta,
+            claim_labels=f.string_map(template_meta.get("labels"), "spec.metadata.labels"),
+            claim_annotations=f.string_map(template_meta.get("annotations"), "spec.metadata.annotations"),
+            spec=reader.claim_spec(spec.get("spec"), "spec.spec"),
+        )
+    extended = f.string(spec.get("extendedResourceName"), "spec.extendedResourceName") or None
+    if extended is not None and not is_extended_resource_name(extended):
+        raise f.error("spec.extendedResourceName", f"{extended!r} is not a valid extended resource name")
+    return DeviceClassDocument(
+        meta,
+        selectors=reader.selectors(spec.get("selectors"), "spec.selectors"),
+        config=reader.configs(spec.get("config"), "spec.config", None),
+        extended_resource_name=extended,
+    )
+
+
+def _metadata(doc: Mapping[str, Any], kind: str, source: str) -> ObjectMeta:
+    f = Fields(f"{kind}: ")
+    metadata = f.mapping(doc.get("metadata"), "metadata")
+    raw_name = metadata.get("name")
+    if not isinstance(raw_name, str) or not raw_name:
+        raise DocumentError(f"{kind}: missing metadata.name", anonymous=True)
+    scoped = kind not in _CLUSTER_SCOPED
+    namespace = ""
+    if scoped:
+        namespace = metadata.get("namespace", "default")
+        f.where = f"{kind} {raw_name}: "
+        f.dns_label(namespace, "metadata.namespace")
+    f.where = f"{kind} {namespace}/{raw_name}: " if scoped else f"{kind} {raw_name}: "
+    if kind == "Namespace":
+        f.dns_label(raw_name, "metadata.name")
+    else:
+        f.dns_subdomain(raw_name, "metadata.name")
+    uid = metadata.get("uid")
+    if uid is None:
+        uid = document_uid(doc, namespace, raw_name, source)
+    elif not isinstance(uid, str) or not uid:
+        raise f.error("metadata.uid", "must be a non-empty string")
+    return ObjectMeta(
+        name=raw_name,
+        namespace=namespace,
+        uid=uid,
+        labels=f.string_map(metadata.get("labels"), "metadata.labels"),
+        annotations=f.string_map(metadata.get("annotations"), "metadata.annotations"),
+        owner_references=f.owner_references(metadata.get("ownerReferences"), "metadata.ownerReferences"),
+        source=source,
+    )
+
+
+def _allocation(f: Fields, reader: SpecReader, value: Any, path: str) -> Allocation | None:
+    """A user-written `status.allocation`: trusted as the kubelet trusts the API server, only its shape
+    is checked (it may name devices no slice lists)."""
+    if value is None:
+        return None
+    allocation = f.mapping(value, path)
+    devices = f.mapping(allocation.get("devices"), f"{path}.devices")
+    results: list[DeviceRequestAllocationResult] = []
+    for i, raw in enumerate(f.items(devices.get("results"), f"{path}.devices.results")):
+        at = f"{path}.devices.results[{i}]"
+        r = f.mapping(raw, at)
+        admin = r.get("adminAccess")
+        share = r.get("shareID")
+        results.append(
+            DeviceRequestAllocationResult(
+                request=f.string(r.get("request"), f"{at}.request", required=True),
+                driver=f.dns_subdomain(r.get("driver"), f"{at}.driver"),
+                pool=f.string(r.get("pool"), f"{at}.pool", required=True),
+                device=f.string(r.get("device"), f"{at}.device", required=True),
+                admin_access=None if admin is None else f.boolean(admin, f"{at}.adminAccess"),
+                share_id=None if share is None else f.string(share, f"{at}.shareID"),
+            )
+        )
+    config: list[DeviceAllocationConfiguration] = []
+    for i, raw in enumerate(f.items(devices.get("config"), f"{path}.devices.config")):
+        at = f"{path}.devices.config[{i}]"
+        c = f.mapping(raw, at)
+        source = f.string(c.get("source"), f"{at}.source", required=True)
+        if source not in ("FromClass", "FromClaim"):
+            raise f.error(f"{at}.source", f"{source!r} is not FromClass or FromClaim")
+        requests = tuple(
+            f.string(x, f"{at}.requests[{j}]", required=True)
+            for j, x in enumerate(f.items(c.get("requests"), f"{at}.requests"))
+        )
+        config.append(
+            DeviceAllocationConfiguration(
+                "FromClass" if source == "FromClass" else "FromClaim",
+                requests,
+                reader.opaque(c.get("opaque"), f"{at}.opaque"),
+            )
+        )
+    return Allocation(tuple(results), tuple(config), _node_name(allocation.get("nodeSelector")))
+
+
+def _node_name(selector: Any) -> str:
+    """The node an allocation's `nodeSelector` names by `metadata.name`, as the daemon writes it; "" else."""
+    try:
+        [term] = selector["nodeSelectorTerms"]
+        [field] = term["matchFields"]
+        if field["key"] == "metadata.name" and field["operator"] == "In":
+            [name] = field["values"]
+            return name if isinstance(name, str) else ""
+    except (KeyError, TypeError, ValueError):
+        pass
+    return ""
+
+
+def _reserved_for(f: Fields, value: Any, path: str) -> tuple[ConsumerReference, ...]:
+    out: list[ConsumerReference] = []
+    for i, raw in enumerate(f.items(value, path, at_most=256)):
+        at = f"{path}[{i}]"
+        r = f.mapping(raw, at)
+        out.append(
+            ConsumerReference(
+                resource=f.string(r.get("resource"), f"{at}.resource", required=True),
+                name=f.string(r.get("name"), f"{at}.name", required=True),
+                uid=f.string(r.get("uid"), f"{at}.uid", required=True),
+                api_group=f.string(r.get("apiGroup"), f"{at}.apiGroup"),
+            )
+        )
+    return tuple(out)

@@ -1,0 +1,394 @@
+"""The internal (resource.k8s.io/v1) shapes every part of the daemon's DRA speaks.
+
+Documents of every supported version are converted into these on reading, so the allocator, the claim
+store and the pod flow never see an API version. All are frozen: a scan's result is shared, never edited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Protocol
+
+from kubedevice.dra import types as dra
+from kubedevice.dra.types import (
+    AllocationResult,
+    ConsumerReference,
+    ContainerClaim,
+    DeviceRequestAllocationResult,
+    ExtendedResourceClaimStatus,
+    OwnerReference,
+    PodClaim,
+)
+
+__all__ = [
+    "IMPLICIT_EXTENDED_RESOURCE_PREFIX",
+    "Allocation",
+    "AllocationMode",
+    "AttributeValue",
+    "ClaimDocument",
+    "ClaimTemplateDocument",
+    "ConsumerReference",
+    "DRADocuments",
+    "DeviceAllocationConfiguration",
+    "DeviceClaimConfiguration",
+    "DeviceClassDocument",
+    "DeviceConstraint",
+    "DeviceID",
+    "DeviceRequest",
+    "DeviceRequestAllocationResult",
+    "DeviceSubRequest",
+    "ExactDeviceRequest",
+    "NamespaceDocument",
+    "ObjectMeta",
+    "OpaqueConfig",
+    "PodClaims",
+    "Pool",
+    "ResourceClaimSpec",
+    "ResourceSliceDocument",
+    "SelectorCompileError",
+    "SelectorCompiler",
+    "SliceDevice",
+]
+
+AllocationMode = Literal["ExactCount", "All"]
+ConfigSource = Literal["FromClass", "FromClaim"]
+AttributeKind = Literal["int", "bool", "string", "version"]
+#: Every class is reachable as an extended resource under this prefix, followed by the class name.
+IMPLICIT_EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
+#: A device as allocation results name it: (driver, pool, device).
+DeviceID = tuple[str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectMeta:
+    """`metadata`, plus where the document was read (`source`, relative to the manifest folder)."""
+
+    name: str
+    namespace: str = ""
+    uid: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    owner_references: tuple[OwnerReference, ...] = ()
+    #: The manifest file path relative to the folder; "" for an object the daemon made itself.
+    source: str = ""
+
+    @property
+    def key(self) -> str:
+        """`ns/name` for a namespaced object, `name` for a cluster-scoped one."""
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+# --- claims ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ExactDeviceRequest:
+    device_class_name: str
+    #: CEL expressions, all of which a device must satisfy.
+    selectors: tuple[str, ...] = ()
+    allocation_mode: AllocationMode = "ExactCount"
+    #: Devices wanted with ExactCount (at least 1); 0 with All, as the API leaves it.
+    count: int = 1
+    admin_access: bool = False
+    #: Left-out features, kept so the allocator can name them (never acted on).
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    capacity: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSubRequest:
+    name: str
+    device_class_name: str
+    selectors: tuple[str, ...] = ()
+    allocation_mode: AllocationMode = "ExactCount"
+    count: int = 1
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    capacity: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    """One request: either `exactly` one kind of device, or the first of `first_available` that fits."""
+
+    name: str
+    exactly: ExactDeviceRequest | None = None
+    first_available: tuple[DeviceSubRequest, ...] = ()
+
+    def subrequest(self, name: str) -> DeviceSubRequest | None:
+        return next((s for s in self.first_available if s.name == name), None)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceConstraint:
+    #: The requests the constraint binds; empty means every request of the claim.
+    requests: tuple[str, ...] = ()
+    match_attribute: str | None = None
+    distinct_attribute: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OpaqueConfig:
+    driver: str
+    #: The decoded JSON/YAML value, passed to the driver as written.
+    parameters: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClaimConfiguration:
+    #: The requests the configuration applies to; empty means all of them.
+    requests: tuple[str, ...] = ()
+    opaque: OpaqueConfig | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceClaimSpec:
+    requests: tuple[DeviceRequest, ...] = ()
+    constraints: tuple[DeviceConstraint, ...] = ()
+    config: tuple[DeviceClaimConfiguration, ...] = ()
+    #: The first left-out feature the spec uses (e.g. "device taints and tolerations"), or None.
+    unsupported: str | None = None
+
+    def request(self, name: str) -> DeviceRequest | None:
+        """The request of that name; `name` may be `<request>/<subrequest>` as allocation results say."""
+        head = name.split("/", 1)[0]
+        return next((r for r in self.requests if r.name == head), None)
+
+    @property
+    def request_names(self) -> tuple[str, ...]:
+        return tuple(r.name for r in self.requests)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceAllocationConfiguration:
+    source: ConfigSource
+    requests: tuple[str, ...] = ()
+    opaque: OpaqueConfig | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """A claim's `status.allocation`: written by the user, or made by the daemon's allocator."""
+
+    results: tuple[DeviceRequestAllocationResult, ...] = ()
+    config: tuple[DeviceAllocationConfiguration, ...] = ()
+    node_name: str = ""
+
+    def to_dra(self) -> AllocationResult:
+        """What the DRA manager reads of it."""
+        return AllocationResult(results=self.results)
+
+    def device_ids(self) -> tuple[DeviceID, ...]:
+        return tuple((r.driver, r.pool, r.device) for r in self.results)
+
+    def to_json(self) -> dict[str, Any]:
+        """The v1 `status.allocation` as the API server would show it."""
+        results: list[dict[str, Any]] = []
+        for r in self.results:
+            entry: dict[str, Any] = {
+                "request": r.request,
+                "driver": r.driver,
+                "pool": r.pool,
+                "device": r.device,
+            }
+            if r.admin_access is not None:
+                entry["adminAccess"] = r.admin_access
+            if r.share_id is not None:
+                entry["shareID"] = r.share_id
+            results.append(entry)
+        devices: dict[str, Any] = {"results": results}
+        if self.config:
+            devices["config"] = [_config_json(c) for c in self.config]
+        out: dict[str, Any] = {"devices": devices}
+        if self.node_name:
+            out["nodeSelector"] = {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [self.node_name]}]}
+                ]
+            }
+        return out
+
+
+def _config_json(c: DeviceAllocationConfiguration) -> dict[str, Any]:
+    out: dict[str, Any] = {"source": c.source}
+    if c.requests:
+        out["requests"] = list(c.requests)
+    if c.opaque is not None:
+        out["opaque"] = {"driver": c.opaque.driver, "parameters": c.opaque.parameters}
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimDocument:
+    KIND: ClassVar[str] = "ResourceClaim"
+
+    meta: ObjectMeta
+    spec: ResourceClaimSpec
+    #: A user-written `status.allocation` (trusted as the kubelet trusts the API server), or None.
+    allocation: Allocation | None = None
+    #: `status.reservedFor` as written; None when the document has none (the daemon then reserves).
+    reserved_for: tuple[ConsumerReference, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimTemplateDocument:
+    KIND: ClassVar[str] = "ResourceClaimTemplate"
+
+    meta: ObjectMeta
+    #: `spec.metadata.labels` / `.annotations`: what the generated claim is given.
+    claim_labels: Mapping[str, str] = field(default_factory=dict)
+    claim_annotations: Mapping[str, str] = field(default_factory=dict)
+    spec: ResourceClaimSpec = field(default_factory=ResourceClaimSpec)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClassDocument:
+    KIND: ClassVar[str] = "DeviceClass"
+
+    meta: ObjectMeta
+    selectors: tuple[str, ...] = ()
+    config: tuple[DeviceClaimConfiguration, ...] = ()
+    extended_resource_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceDocument:
+    KIND: ClassVar[str] = "Namespace"
+
+    meta: ObjectMeta
+
+
+# --- slices ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AttributeValue:
+    kind: AttributeKind
+    value: int | bool | str
+
+
+@dataclass(frozen=True, slots=True)
+class SliceDevice:
+    name: str
+    #: Keys as published: qualified `domain/name` or bare `name` (the driver's domain is implied).
+    attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
+    #: Capacity name -> quantity text as published.
+    capacity: Mapping[str, str] = field(default_factory=dict)
+    #: The left-out feature the device (or its slice) uses; such a device is never a candidate.
+    unsupported: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSliceDocument:
+    KIND: ClassVar[str] = "ResourceSlice"
+
+    meta: ObjectMeta
+    driver: str
+    node_name: str = ""
+    all_nodes: bool = False
+    pool: str = ""
+    generation: int = 0
+    slice_count: int = 1
+    devices: tuple[SliceDevice, ...] = ()
+    #: A left-out feature used at the slice level (every device of it is then marked too).
+    unsupported: str | None = None
+    #: The slice selects its nodes by label (`spec.nodeSelector`): this node has none, so it is ignored.
+    node_selector: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """A driver's pool at its highest generation; `complete` when every slice of that generation is there."""
+
+    driver: str
+    name: str
+    generation: int
+    slices: tuple[ResourceSliceDocument, ...] = ()
+    complete: bool = True
+    #: Why the pool cannot be used at all (e.g. a device name twice in one generation), or None.
+    invalid: str | None = None
+
+    @property
+    def devices(self) -> tuple[SliceDevice, ...]:
+        """The pool's devices in published order (slices in order, devices in spec order)."""
+        return tuple(d for s in self.slices for d in s.devices)
+
+
+# --- the pod side ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaims:
+    """A node pod's DRA fields: `spec.resourceClaims` and each container's `resources.claims`."""
+
+    resource_claims: tuple[PodClaim, ...] = ()
+    #: container name -> its `resources.claims`, init containers first, in spec order; every container
+    #: of the pod is listed, with () when it uses no claim.
+    container_claims: tuple[tuple[str, tuple[ContainerClaim, ...]], ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.resource_claims)
+
+    def to_dra_pod(
+        self,
+        uid: str,
+        namespace: str,
+        name: str,
+        claim_statuses: Mapping[str, str | None] | None = None,
+        extended_resource_claim: ExtendedResourceClaimStatus | None = None,
+    ) -> dra.Pod:
+        """The pod as the DRA manager sees it; the statuses are the caller's (the daemon plays the
+        resource claim controller that writes `status.resourceClaimStatuses`)."""
+        return dra.Pod(
+            uid=uid,
+            namespace=namespace,
+            name=name,
+            resource_claims=self.resource_claims,
+            containers=tuple(dra.Container(name=n, claims=c) for n, c in self.container_claims),
+            claim_statuses=dict(claim_statuses or {}),
+            extended_resource_claim=extended_resource_claim,
+        )
+
+
+# --- one scan -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DRADocuments:
+    """The DRA documents one manifest scan found; keys are `ns/name` (namespaced) or `name`.
+
+    The mappings are looked up by key; their iteration order means nothing (sort to show them)."""
+
+    claims: Mapping[str, ClaimDocument] = field(default_factory=dict)
+    templates: Mapping[str, ClaimTemplateDocument] = field(default_factory=dict)
+    classes: Mapping[str, DeviceClassDocument] = field(default_factory=dict)
+    namespaces: Mapping[str, NamespaceDocument] = field(default_factory=dict)
+    #: Every file of the folder refused now (relative path -> the one-line reason), as `/pods` reports
+    #: bad manifests: a claim defined only in such a file is missing.
+    errors: Mapping[str, str] = field(default_factory=dict)
+
+    def class_for(self, resource: str) -> DeviceClassDocument | None:
+        """The class an extended resource name maps to: its `extendedResourceName`, or the implicit
+        `deviceclass.resource.kubernetes.io/<class>`; None when no class does."""
+        if resource.startswith(IMPLICIT_EXTENDED_RESOURCE_PREFIX):
+            return self.classes.get(resource[len(IMPLICIT_EXTENDED_RESOURCE_PREFIX) :])
+        return next((c for c in self.classes.values() if c.extended_resource_name == resource), None)
+
+
+# --- the CEL seam ---------------------------------------------------------------------------------
+
+
+class SelectorCompileError(Exception):
+    """A CEL selector that does not compile; the message is the compiler's own."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class SelectorCompiler(Protocol):
+    """Checks CEL selectors when documents are read; the daemon passes the real one in."""
+
+    def compile(self, expression: str) -> None:
+        """Returns when `expression` compiles; raises SelectorCompileError otherwise."""
+        ...

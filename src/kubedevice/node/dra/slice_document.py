@@ -1,0 +1,163 @@
+"""One ResourceSlice document (`resource.k8s.io` v1, v1beta2 or v1beta1) read into the model.
+
+v1beta1 keeps a device's fields under `basic`; v1 and v1beta2 write them on the device. A slice that uses
+a feature kubedevice leaves out is read, not refused: the slice and its devices are marked with the
+feature, and such a device is never a candidate for allocation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from kubedevice.node.dra.claim_spec import CONSUMABLE_CAPACITY, TAINTS
+from kubedevice.node.dra.fields import Fields, is_qualified_attribute
+from kubedevice.node.dra.model import AttributeValue, ObjectMeta, ResourceSliceDocument, SliceDevice
+from kubedevice.node.identity import document_uid
+
+#: The API's limits on one slice's devices and on one device's attributes and capacities together.
+MAX_DEVICES = 128
+MAX_ATTRIBUTES_AND_CAPACITIES = 32
+PARTITIONABLE = "partitionable devices"
+BINDING_CONDITIONS = "binding conditions"
+#: Device fields of the features left out, in the order they are looked for.
+_DEVICE_FEATURES: tuple[tuple[str, str], ...] = (
+    ("consumesCounters", PARTITIONABLE),
+    ("nodeName", PARTITIONABLE),
+    ("nodeSelector", PARTITIONABLE),
+    ("allNodes", PARTITIONABLE),
+    ("allowMultipleAllocations", CONSUMABLE_CAPACITY),
+    ("taints", TAINTS),
+    ("bindingConditions", BINDING_CONDITIONS),
+    ("bindingFailureConditions", BINDING_CONDITIONS),
+    ("bindsToNode", BINDING_CONDITIONS),
+)
+_SLICE_FEATURES = (("sharedCounters", PARTITIONABLE), ("perDeviceNodeSelection", PARTITIONABLE))
+_INT64 = (-(2**63), 2**63 - 1)
+_SEMVER = re.compile(
+    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?"
+)
+_QUANTITY = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?")
+
+
+def parse_slice(doc: Mapping[str, Any], version: str, source: str) -> ResourceSliceDocument:
+    """A checked slice; DocumentError (`ResourceSlice <name>: <field path>: ...`) when it cannot be used."""
+    f = Fields("ResourceSlice: ")
+    metadata = f.mapping(doc.get("metadata"), "metadata")
+    raw_name = metadata.get("name")
+    f.where = f"ResourceSlice {raw_name}: " if isinstance(raw_name, str) and raw_name else "ResourceSlice: "
+    name = f.dns_subdomain(raw_name, "metadata.name")
+    meta = ObjectMeta(
+        name=name,
+        uid=f.string(metadata.get("uid"), "metadata.uid") or document_uid(doc, "", name, source),
+        labels=f.string_map(metadata.get("labels"), "metadata.labels"),
+        annotations=f.string_map(metadata.get("annotations"), "metadata.annotations"),
+        owner_references=f.owner_references(metadata.get("ownerReferences"), "metadata.ownerReferences"),
+        source=source,
+    )
+    spec = f.mapping(doc.get("spec"), "spec")
+    driver = f.dns_subdomain(spec.get("driver"), "spec.driver")
+    pool = f.mapping(spec.get("pool"), "spec.pool")
+    pool_name = f.string(pool.get("name"), "spec.pool.name", required=True)
+    generation = f.integer(pool.get("generation"), "spec.pool.generation", 0)
+    if generation < 0:
+        raise f.error("spec.pool.generation", f"must not be negative, not {generation}")
+    count = f.integer(pool.get("resourceSliceCount"), "spec.pool.resourceSliceCount", 0)
+    if count < 1:
+        raise f.error("spec.pool.resourceSliceCount", f"must be at least 1, not {count}")
+    node_name = f.string(spec.get("nodeName"), "spec.nodeName")
+    all_nodes = f.boolean(spec.get("allNodes"), "spec.allNodes")
+    chosen = [k for k in ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection") if spec.get(k)]
+    if len(chosen) != 1:
+        raise f.error(
+            "spec", "exactly one of nodeName, nodeSelector, allNodes or perDeviceNodeSelection must be set"
+        )
+    unsupported = next((feature for key, feature in _SLICE_FEATURES if spec.get(key)), None)
+    raw_devices = f.items(spec.get("devices"), "spec.devices", at_most=MAX_DEVICES)
+    devices: list[SliceDevice] = []
+    for i, raw in enumerate(raw_devices):
+        device = _device(f, raw, f"spec.devices[{i}]", version == "v1beta1", unsupported)
+        if any(d.name == device.name for d in devices):
+            raise f.error(f"spec.devices[{i}].name", f"{device.name!r} is used by another device")
+        devices.append(device)
+    return ResourceSliceDocument(
+        meta=meta,
+        driver=driver,
+        node_name=node_name,
+        all_nodes=all_nodes,
+        pool=pool_name,
+        generation=generation,
+        slice_count=count,
+        devices=tuple(devices),
+        unsupported=unsupported,
+        node_selector=spec.get("nodeSelector") is not None,
+    )
+
+
+def _device(f: Fields, raw: Any, path: str, basic: bool, slice_feature: str | None) -> SliceDevice:
+    device = f.mapping(raw, path)
+    name = f.dns_label(device.get("name"), f"{path}.name")
+    body, at = (f.mapping(device.get("basic"), f"{path}.basic"), f"{path}.basic") if basic else (device, path)
+    attributes = {
+        key: _attribute(f, value, f"{at}.attributes[{key}]")
+        for key, value in _named(f, body.get("attributes"), f"{at}.attributes").items()
+    }
+    capacity: dict[str, str] = {}
+    feature = slice_feature
+    for key, value in _named(f, body.get("capacity"), f"{at}.capacity").items():
+        entry = f.mapping(value, f"{at}.capacity[{key}]")
+        quantity = entry.get("value")
+        if (
+            isinstance(quantity, bool)
+            or not isinstance(quantity, (str, int))
+            or not _QUANTITY.fullmatch(str(quantity))
+        ):
+            raise f.error(
+                f"{at}.capacity[{key}].value", f"{quantity!r} is not a quantity (e.g. 16Gi, 2, 500m)"
+            )
+        capacity[key] = str(quantity)
+        if feature is None and entry.get("requestPolicy") is not None:
+            feature = CONSUMABLE_CAPACITY
+    if len(attributes) + len(capacity) > MAX_ATTRIBUTES_AND_CAPACITIES:
+        raise f.error(at, f"has {len(attributes) + len(capacity)} attributes and capacities, at most 32")
+    if feature is None:
+        feature = next(
+            (feat for key, feat in _DEVICE_FEATURES if body.get(key) not in (None, False, [], {})), None
+        )
+    return SliceDevice(name, attributes, capacity, feature)
+
+
+def _named(f: Fields, value: Any, path: str) -> Mapping[str, Any]:
+    out = f.mapping(value, path)
+    for key in out:
+        if not isinstance(key, str) or not is_qualified_attribute(key, domain_required=False):
+            raise f.error(
+                f"{path}[{key}]", "is not an attribute name (<identifier> or <domain>/<identifier>)"
+            )
+    return out
+
+
+def _attribute(f: Fields, raw: Any, path: str) -> AttributeValue:
+    value = f.mapping(raw, path)
+    kinds = [k for k in ("int", "bool", "string", "version") if k in value]
+    if len(kinds) != 1:
+        raise f.error(path, "must have exactly one of int, bool, string or version")
+    [kind] = kinds
+    item = value[kind]
+    if kind == "int":
+        if isinstance(item, bool) or not isinstance(item, int) or not _INT64[0] <= item <= _INT64[1]:
+            raise f.error(f"{path}.int", f"{item!r} is not a 64-bit integer")
+        return AttributeValue("int", item)
+    if kind == "bool":
+        return AttributeValue("bool", f.boolean(item, f"{path}.bool"))
+    text = f.string(item, f"{path}.{kind}")
+    if len(text) > 64:
+        raise f.error(f"{path}.{kind}", f"has {len(text)} characters, at most 64")
+    if kind == "version":
+        if not _SEMVER.fullmatch(text):
+            raise f.error(f"{path}.version", f"{text!r} is not a semantic version (e.g. 1.2.3)")
+        return AttributeValue("version", text)
+    return AttributeValue("string", text)
