@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from pathlib import Path
@@ -102,6 +103,8 @@ def conformance(
     )
     if junit_xml is not None and not junit_xml.absolute().parent.is_dir():
         _usage_error(f"--junit-xml {junit_xml}: its folder does not exist")
+    # The stand-in kubelet's own warnings (a watched folder re-created on purpose) are not the plugin's.
+    logging.getLogger("kubedevice").addHandler(logging.NullHandler())
     started = time.monotonic()
     try:
         report = asyncio.run(run_conformance(options))

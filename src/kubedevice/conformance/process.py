@@ -11,14 +11,23 @@ from pathlib import Path
 from typing import Protocol
 
 from kubedevice.api.constants import PLUGIN_DIR_ENV
+from kubedevice.plugin.dra.paths import KUBELET_DIR_ENV
 
 #: Every `{plugin_dir}` in the command's arguments becomes the checker's temporary plugin directory.
 PLUGIN_DIR_PLACEHOLDER = "{plugin_dir}"
-#: The environment variable plugins built on our SDK read their plugin directory from.
+#: Every `{kubelet_dir}` becomes the checker's temporary kubelet folder (a DRA driver's plugins_registry/,
+#: plugins/ and the node daemon's socket are in it).
+KUBELET_DIR_PLACEHOLDER = "{kubelet_dir}"
+#: Removed from the plugin's environment: with it an SDK driver would publish to a real cluster.
+CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 
 
-def expand_command(command: Sequence[str], plugin_dir: Path) -> list[str]:
-    return [argument.replace(PLUGIN_DIR_PLACEHOLDER, str(plugin_dir)) for argument in command]
+def expand_command(command: Sequence[str], plugin_dir: Path, kubelet_dir: Path | None = None) -> list[str]:
+    kubelet = str(kubelet_dir if kubelet_dir is not None else plugin_dir.parent)
+    return [
+        argument.replace(PLUGIN_DIR_PLACEHOLDER, str(plugin_dir)).replace(KUBELET_DIR_PLACEHOLDER, kubelet)
+        for argument in command
+    ]
 
 
 class PluginRun(Protocol):
@@ -61,8 +70,11 @@ class PluginProcess:
     report can say when the plugin died.
     """
 
-    def __init__(self, command: Sequence[str], plugin_dir: Path, log_path: Path) -> None:
-        self._command = expand_command(command, plugin_dir)
+    def __init__(
+        self, command: Sequence[str], plugin_dir: Path, log_path: Path, kubelet_dir: Path | None = None
+    ) -> None:
+        self._kubelet_dir = kubelet_dir if kubelet_dir is not None else plugin_dir.parent
+        self._command = expand_command(command, plugin_dir, self._kubelet_dir)
         self._plugin_dir = plugin_dir
         self.log_path = log_path
         self.exited = asyncio.Event()
@@ -79,7 +91,8 @@ class PluginProcess:
 
     async def start(self) -> None:
         """Start the command; raises OSError when it cannot be executed."""
-        env = {**os.environ, PLUGIN_DIR_ENV: str(self._plugin_dir)}
+        env = {**os.environ, PLUGIN_DIR_ENV: str(self._plugin_dir), KUBELET_DIR_ENV: str(self._kubelet_dir)}
+        env.pop(CLUSTER_ENV, None)
         log = await asyncio.to_thread(open, self.log_path, "ab")
         try:
             # A session of its own, so stopping it also reaches the children of a wrapper script.
