@@ -170,11 +170,17 @@ class DRAKubelet:
         self._routes[path] = lambda: Response.json(claim)
 
     async def recreate_registry(self) -> None:
-        """The plugins_registry folder removed with what is in it, then made again."""
+        """The plugins_registry folder replaced by a new, empty one, the old one removed with its sockets.
+
+        Moved aside first, so the path is never without a folder: a driver that serves its socket again
+        the moment it sees it gone finds the new folder there.
+        """
 
         def recreate() -> None:
-            shutil.rmtree(self.registry_dir, ignore_errors=True)
+            old = self.registry_dir.with_name(f".{self.registry_dir.name}-old")
+            self.registry_dir.rename(old)
             self.registry_dir.mkdir(mode=0o750)
+            shutil.rmtree(old, ignore_errors=True)
 
         await asyncio.to_thread(recreate)
 

@@ -36,7 +36,7 @@ from kubedevice.conformance.checks import (
     registration_check,
     stream_kept_open,
 )
-from kubedevice.conformance.dra_checks import DRA_CHECK_NAMES, DRA_REGISTRATION
+from kubedevice.conformance.dra_checks import DRA_CHECK_NAMES
 from kubedevice.conformance.dra_kubelet import DRAKubelet, DRARegistration
 from kubedevice.conformance.dra_run import DRARun
 from kubedevice.conformance.kubelet import FakeKubelet, RegistrationAttempt
@@ -152,7 +152,7 @@ class _Run:
             rows.update(await self._dra_run().execute(first, first.received_at - started))
             held = self._held_attempt or next(iter(self.kubelet.forget_attempts()), None)
             if held is None:
-                return rows[DRA_REGISTRATION].result is Result.FAIL
+                return not first.accepted
             return await self._device_plugin_checks(rows, held, held.received_at - started)
         show_log = await self._device_plugin_checks(
             rows, first, (first.received_at if first else self.loop.time()) - started
