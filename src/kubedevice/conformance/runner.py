@@ -184,6 +184,10 @@ class _Run:
         ]
         try:
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            # Said before anything else runs: many plugins exit on a refusal, and the process row
+            # names the phase they exited in.
+            if any(not getattr(w.result(), "accepted", True) for w in waits[:2] if w.done()):
+                self.process.phase = "registration (refused)"
         finally:
             for wait in waits:
                 wait.cancel()
