@@ -4,11 +4,16 @@ and the one-line failures of the kit."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
 import pytest
 
+from kubedevice.conformance import Result
 from kubedevice.node.http import get_answer
 from kubedevice.plugin import Device
-from kubedevice.testing import PluginCallFailed, StandInDRAKubelet
+from kubedevice.plugin.dra.model import Claim, PreparedDevice
+from kubedevice.testing import PluginCallFailed, StandInDRAKubelet, run_conformance
 from tests.dra_kubelet import DRIVER
 from tests.integration.dra_plugins import Gpus, HookedGpus
 
@@ -65,3 +70,32 @@ async def test_the_kits_mistakes_are_one_line(dra_kubelet: StandInDRAKubelet) ->
     with pytest.raises(AssertionError) as waited:
         await dra_kubelet.wait_registered(DRIVER, timeout=0.2)
     assert str(waited.value) == "gpu.example.com registered not met within 0.2 s; no DRA driver registered"
+
+
+class DRAOnly(Gpus):
+    resource_name = ""  # a driver name alone: run_conformance serves its DRA face
+
+
+class PreparesNothing(DRAOnly):
+    async def prepare(self, claim: Claim) -> Sequence[PreparedDevice]:
+        return []
+
+
+async def test_run_conformance_checks_a_dra_driver_object(tmp_path: Path) -> None:
+    plugin = DRAOnly()
+    plugin.cdi_spec_dir = str(tmp_path)
+    report = await run_conformance(plugin, timeout=8)
+    report.assert_passed()
+    assert [row.name for row in report.checks][:2] == ["dra-registration", "dra-slices"]
+    assert report.result("dra-idempotent") is Result.PASS
+    # The claim's own spec (its env) is written in cdi_spec_dir; Gpus defines no spec for its own names.
+    cdi = next(row for row in report.checks if row.name == "dra-cdi")
+    assert cdi.result is Result.WARN
+    assert cdi.detail.startswith(
+        "CDI device(s) [gpu.example.com/gpu=gpu-0] of the prepared claim are defined"
+    )
+    broken = PreparesNothing()
+    broken.cdi_spec_dir = str(tmp_path)
+    failed = await run_conformance(broken, timeout=8)
+    assert [row.name for row in failed.failures] == ["dra-prepare"]
+    assert "claim conformance-1: no device in the answer" in failed.failures[0].detail

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Protocol
 
 from kubedevice.api.constants import PLUGIN_DIR_ENV
+from kubedevice.conformance.report import CheckResult, Result
 from kubedevice.plugin.dra.paths import KUBELET_DIR_ENV
 
 #: Every `{plugin_dir}` in the command's arguments becomes the checker's temporary plugin directory.
@@ -146,3 +147,36 @@ class PluginProcess:
             return []
         text = data[-64 * 1024 :].decode("utf-8", errors="replace")
         return text.splitlines()[-lines:]
+
+
+def exit_note(run: PluginRun) -> str | None:
+    """How the plugin ended ("exited with code 3"), or None while it runs."""
+    if not run.exited.is_set():
+        return None
+    code = run.returncode
+    if code is not None and code >= 0:
+        return f"exited with code {code}"
+    return f"exited ({describe_exit(code)})"
+
+
+def process_row(run: PluginRun, name: str, stopping_phase: str, grace_s: float) -> CheckResult:
+    """The report's last row: the plugin ran until stopped, or when it died, or that it had to be killed."""
+    phase = run.exit_phase
+    code = run.returncode
+    if phase is not None and phase != stopping_phase:
+        return CheckResult(name, Result.WARN, f"the plugin exited ({describe_exit(code)}) during {phase}")
+    if run.killed:
+        return CheckResult(
+            name, Result.WARN, f"ignored SIGTERM for {grace_s:g} s and was killed: exit promptly on SIGTERM"
+        )
+    return CheckResult(name, Result.PASS, f"ran until stopped; {describe_exit(code)}")
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code == -signal.SIGTERM:
+        return "ended by SIGTERM"
+    if code < 0:
+        return f"killed by signal {-code}"
+    return f"exit code {code}"

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import signal
 import statistics
 import tempfile
 from collections.abc import Sequence
@@ -45,8 +44,14 @@ from kubedevice.conformance.plugin_call_checks import (
     pre_start_check,
     preferred_allocation_check,
 )
-from kubedevice.conformance.process import PluginLauncher, PluginProcess, PluginRun
-from kubedevice.conformance.report import CheckResult, Findings, Report, Result, not_run, skipped
+from kubedevice.conformance.process import (
+    PluginLauncher,
+    PluginProcess,
+    PluginRun,
+    exit_note,
+    process_row,
+)
+from kubedevice.conformance.report import CheckResult, Findings, Report, not_run, skipped
 from kubedevice.conformance.topology_check import topology_check
 from kubedevice.plugin.cdi import DEFAULT_SPEC_DIRS
 from kubedevice.topology import read_topology
@@ -370,41 +375,11 @@ class _Run:
         pending = self.kubelet.forget_attempts()
         return pending[0] if pending else None
 
-    # -- the process row --------------------------------------------------------------------------------
-
     def _exit_note(self) -> str | None:
-        if not self.process.exited.is_set():
-            return None
-        code = self.process.returncode
-        if code is not None and code >= 0:
-            return f"exited with code {code}"
-        return f"exited ({_describe_exit(code)})"
+        return exit_note(self.process)
 
     def _process_row(self) -> CheckResult:
-        phase = self.process.exit_phase
-        code = self.process.returncode
-        if phase is not None and phase != _STOPPING:
-            return CheckResult(
-                PLUGIN_PROCESS, Result.WARN, f"the plugin exited ({_describe_exit(code)}) during {phase}"
-            )
-        if self.process.killed:
-            return CheckResult(
-                PLUGIN_PROCESS,
-                Result.WARN,
-                f"ignored SIGTERM for {self.options.stop_grace_s:g} s and was killed: "
-                "exit promptly on SIGTERM",
-            )
-        return CheckResult(PLUGIN_PROCESS, Result.PASS, f"ran until stopped; {_describe_exit(code)}")
-
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "still running"
-    if code == -signal.SIGTERM:
-        return "ended by SIGTERM"
-    if code < 0:
-        return f"killed by signal {-code}"
-    return f"exit code {code}"
+        return process_row(self.process, PLUGIN_PROCESS, _STOPPING, self.options.stop_grace_s)
 
 
 def command_problem(command: Sequence[str]) -> str | None:
