@@ -162,7 +162,7 @@ async def slices_check(
         if await asyncio.to_thread(path.exists):
             published, problems = await asyncio.to_thread(read_slices, path, driver, kubelet.node_name)
             health = {device: info.health for (_, device), info in kubelet.device_health(driver).items()}
-            disagreement = _disagreement(published.devices, health) if has_health else ""
+            disagreement = health_disagreement(published.devices, health) if has_health else ""
             if not problems and not disagreement:
                 break
         if loop.time() >= deadline:
@@ -181,7 +181,7 @@ async def slices_check(
     return findings.result(), published
 
 
-def _disagreement(published: Sequence[str], health: Mapping[str, str]) -> str:
+def health_disagreement(published: Sequence[str], health: Mapping[str, str]) -> str:
     if not health:
         return "the health stream reported no device"
     unreported = [d for d in published if d not in health]
