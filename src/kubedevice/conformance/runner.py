@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubedevice.api.constants import DIAL_TIMEOUT_S
+from kubedevice.api.constants import DIAL_TIMEOUT_S, KUBELET_SOCKET_NAME
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from kubedevice.conformance.checks import (
     ALLOCATE,
@@ -38,7 +38,7 @@ from kubedevice.conformance.checks import (
 from kubedevice.conformance.dra_checks import DRA_CHECK_NAMES
 from kubedevice.conformance.dra_kubelet import DRAKubelet, DRARegistration
 from kubedevice.conformance.dra_run import DRARun
-from kubedevice.conformance.kubelet import FakeKubelet, RegistrationAttempt
+from kubedevice.conformance.kubelet import FakeKubelet, RegistrationAttempt, has_socket
 from kubedevice.conformance.plugin_call_checks import (
     allocate_check,
     pre_start_check,
@@ -148,7 +148,7 @@ class _Run:
         """Fill `rows`; True when the plugin's log should be shown (it never registered).
 
         What registered first decides: a device plugin on kubelet.sock, a DRA driver in plugins_registry;
-        a plugin that serves both APIs has registered the other by the time the first one's checks end.
+        then the other API's registration is taken if it came, or waited for while its socket is served.
         """
         self.process.phase = "registration"
         started = self.loop.time()
@@ -156,6 +156,11 @@ class _Run:
         if isinstance(first, DRARegistration):
             rows.update(await self._dra_run().execute(first, first.received_at - started))
             held = self._held_attempt or next(iter(self.kubelet.forget_attempts()), None)
+            if held is None and await asyncio.to_thread(
+                has_socket, self.kubelet.plugin_dir, {KUBELET_SOCKET_NAME}
+            ):
+                # A device plugin socket is served: its Register call is on its way.
+                held = await self._next_attempt(self.loop.time() + self.timeout_s)
             if held is None:
                 return not first.accepted
             return await self._device_plugin_checks(rows, held, held.received_at - started)
@@ -163,6 +168,9 @@ class _Run:
             rows, first, (first.received_at if first else self.loop.time()) - started
         )
         dra = self._held_dra or self._pending_dra()
+        if dra is None and await asyncio.to_thread(has_socket, self.dra.registry_dir, set()):
+            # A registration socket is served in plugins_registry: the watcher is still on its way to it.
+            dra = await self.dra.next_registration(self.timeout_s)
         if dra is not None:
             rows.update(await self._dra_run().execute(dra, dra.received_at - started))
         return show_log
