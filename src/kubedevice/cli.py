@@ -35,7 +35,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     ),
     "conformance": Subcommand(
         "kubedevice.conformance.cli",
-        "Check a device plugin the way a kubelet would meet it, in seconds and without a cluster.",
+        "Check a device plugin or DRA driver the way a kubelet would meet it, in seconds, without a cluster.",
     ),
     "demo": Subcommand(
         "kubedevice.node.cli",

@@ -29,6 +29,7 @@ from kubedevice.dra.checkpointing import StateWriter
 from kubedevice.dra.claim_info import ClaimInfoCache
 from kubedevice.dra.container_claims import DynamicResource
 from kubedevice.dra.errors import DRACheckpointError, DRAError, PrepareError, UnprepareError
+from kubedevice.dra.health import DeviceHealthInfo
 from kubedevice.dra.metrics import DRAMetrics
 from kubedevice.dra.plugins import DRAPlugins, DriverStatus
 from kubedevice.dra.state import DRAState
@@ -230,6 +231,10 @@ class DRAManager:
 
     def drivers(self) -> list[DriverStatus]:
         return self._state.plugins.drivers()
+
+    def device_health(self, driver: str) -> dict[tuple[str, str], DeviceHealthInfo]:
+        """(pool, device) -> the health `driver`'s health stream reported (Unknown once stale)."""
+        return self._state.plugins.device_health(driver)
 
     @property
     def checkpoint_writes(self) -> tuple[int, float]:
