@@ -30,11 +30,12 @@ class Subcommand:
 SUBCOMMANDS: dict[str, Subcommand] = {
     "checkpoint": Subcommand(
         "kubedevice.checkpoint.cli",
-        "Inspect and verify a kubelet_internal_checkpoint file (v2, and the pre-1.20 v1).",
+        "Inspect and verify a checkpoint file: kubelet_internal_checkpoint (v2, and the pre-1.20 v1) "
+        "or dra_manager_state (recognised by its content).",
     ),
     "conformance": Subcommand(
         "kubedevice.conformance.cli",
-        "Check a device plugin the way a kubelet would meet it, in seconds and without a cluster.",
+        "Check a device plugin or DRA driver the way a kubelet would meet it, in seconds, without a cluster.",
     ),
     "demo": Subcommand(
         "kubedevice.node.cli",

@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "testing.md"
 EXAMPLE = REPO / "examples" / "thermal_widget.py"
 MARKER = "# test_thermal_widget.py"
+DRA_MARKER = "# test_gpu_driver.py"
 #: The folder docs/testing.md's recipe runs the test file in.
 RECIPE_DIR = "/tmp/widget-tests"
 #: What the build needs from the repository.
@@ -40,13 +41,13 @@ BUILD_INPUTS = ("pyproject.toml", "README.md", "LICENSE", "src")
 BUILD = ("-m", "build", "--no-isolation")
 
 
-def doc_test_file() -> str:
+def doc_test_file(marker: str = MARKER) -> str:
     """The python block of docs/testing.md that starts with the file-name comment."""
     for block in DOC.read_text(encoding="utf-8").split("```python\n")[1:]:
         code = block.split("```", 1)[0]
-        if code.startswith(MARKER + "\n"):
+        if code.startswith(marker + "\n"):
             return code
-    raise AssertionError(f"docs/testing.md has no python block starting with {MARKER!r}")
+    raise AssertionError(f"docs/testing.md has no python block starting with {marker!r}")
 
 
 def recipe(folder: Path) -> list[str]:
@@ -171,6 +172,7 @@ def test_the_documented_test_file_passes_from_a_fresh_venv_with_only_the_wheel(i
     project.mkdir()
     shutil.copy2(EXAMPLE, project / "thermal_widget.py")
     (project / "test_thermal_widget.py").write_text(doc_test_file(), encoding="utf-8")
+    (project / "test_gpu_driver.py").write_text(doc_test_file(DRA_MARKER), encoding="utf-8")
 
     python, env = installed.python, installed.env
     (ini_line,) = [line for line in recipe(project) if "pytest.ini" in line]
@@ -179,7 +181,7 @@ def test_the_documented_test_file_passes_from_a_fresh_venv_with_only_the_wheel(i
     assert where.startswith(str(installed.venv)), where
 
     output = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", project, cwd=project, env=env)
-    assert "6 passed" in output, output
+    assert "10 passed" in output, output
     assert "warning" not in output.lower(), output
 
 
@@ -197,7 +199,7 @@ def test_the_documented_recipe_runs_as_written_without_a_warning() -> None:
         )  # fmt: skip
         output = done.stdout + done.stderr
         assert done.returncode == 0, output
-        assert "6 passed" in output, output
+        assert "10 passed" in output, output
         assert "warning" not in output.lower(), output
     finally:
         shutil.rmtree(folder.parent, ignore_errors=True)

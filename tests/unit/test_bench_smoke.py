@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import admission, cli_startup, exporter, listwatch, pod_latency, topology
+from bench import admission, cli_startup, dra_allocator, exporter, listwatch, pod_latency, topology
 from bench.common import RESOURCE, Figures, Target, device_id, list_and_watch_bytes, short_tempdir
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.checkpoint import CheckpointStore
@@ -155,3 +155,11 @@ async def test_cli_startup_scenario_times_each_command_as_a_process() -> None:
     assert set(figures) == {"kubedevice --help", "kubedevice --version", "kubedevice status (no daemon)"}
     assert all(len(f.samples) == 1 and f.median > 0 for f in figures.values())
     assert figures["kubedevice --help"].target is not None  # the start-up goal is judged, not asserted
+
+
+async def test_dra_allocator_scenario_allocates_every_pod_at_tiny_size() -> None:
+    figures = {f.name: f for f in await dra_allocator.run(quick=True, runs=1)}
+    rate = next(f for name, f in figures.items() if name.endswith(": rate"))
+    assert rate.median > 0
+    assert any(name.startswith("RSS growth") for name in figures)
+    assert figures["first evaluation of a selector on a device"].median > 0

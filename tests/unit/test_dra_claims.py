@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from kubedevice.checkpoint import encode_dra, encode_dra_pieces
 from kubedevice.checkpoint.dra_model import ClaimInfoState, DRACheckpointData, DRADevice
 from kubedevice.dra.claim_info import ClaimInfo, ClaimInfoCache
 from kubedevice.dra.claim_names import check_owner, check_reserved, pod_claim_names
@@ -201,10 +202,18 @@ def test_restore_and_snapshot_sort_by_namespace_and_name() -> None:
     cache.restore(DRACheckpointData(states))
     assert [e.claim_name for e in cache.entries()] == ["a", "b"]
     assert all(not e.prepared for e in cache.entries())
-    assert cache.snapshot().claims == (states[1], states[0])
+    assert [e.to_state() for e in cache.entries()] == [states[1], states[0]]
+    assert b"".join(encode_dra_pieces(cache.pieces())) == encode_dra(DRACheckpointData(states))
     assert cache.pods_with_claims() == {"p": ("ns", ["a", "b"]), "q": ("ns", ["a"])}
     assert cache.claim_names_for_pod("q") == ["a"]
     assert cache.has_pod_reference("p") and not cache.has_pod_reference("z")
+    # A change re-encodes only its entry, and the file is still the whole cache's, byte for byte.
+    untouched = cache.entries()[1].encoded
+    cache.entries()[0].add_pod("r")
+    cache.entries()[0].set_devices("d", (_dev("y", "a.com/b=y"),))
+    now = tuple(e.to_state() for e in cache.entries())
+    assert b"".join(encode_dra_pieces(cache.pieces())) == encode_dra(DRACheckpointData(now))
+    assert cache.entries()[1].encoded is untouched
 
 
 async def test_claim_locks_serialise_one_claim_and_are_dropped_when_unused() -> None:

@@ -165,6 +165,7 @@ def test_slices_of_another_node_are_ignored_with_a_warning() -> None:
     ]
     scan = gather_slices([parse_slice_file("f.yaml", yaml.safe_dump_all(docs).encode())], NODE)
     assert [s.meta.name for s in scan.slices] == ["mine", "everyone"]
+    assert [s.meta.name for s in scan.ignored] == ["theirs", "labelled"]
     assert [w.message for w in scan.warnings] == [
         'ResourceSlice theirs: published for node "node-2", this node is "node-1"; ignored',
         "ResourceSlice labelled: selects its nodes by label (spec.nodeSelector), "
@@ -269,7 +270,9 @@ def test_bad_files_and_duplicate_names_are_reported(tmp_path: Path) -> None:
     (folder / "c.yaml").write_text("kind: [")
     (folder / ".tmp.yaml").write_text("kind: [")  # a writer's temporary file: not read
     scan = read_slices(folder, NODE)
-    assert [s.meta.source for s in scan.slices] == ["a.yaml"]
+    assert [s.meta.source for s in scan.slices] == ["a.yaml"] and [s.meta.source for s in scan.ignored] == [
+        "b.yaml"
+    ]
     assert [(e.file, e.slice) for e in scan.errors] == [("b.yaml", "s"), ("c.yaml", "")]
     assert scan.errors[0].message == "ResourceSlice s is already defined by a.yaml"
     assert scan.errors[1].message.startswith("YAML error")

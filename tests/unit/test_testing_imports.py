@@ -10,7 +10,8 @@ import pytest
 PROBE = """
 import sys
 import kubedevice.testing as kit
-names = [kit.StandInKubelet, kit.Node, kit.run_conformance, kit.ConformanceReport, kit.PluginCallFailed]
+names = [kit.StandInKubelet, kit.StandInDRAKubelet, kit.Node, kit.run_conformance, kit.ConformanceReport]
+names.append(kit.PluginCallFailed)
 print(sorted(m for m in ("pytest", "_pytest", "pytest_asyncio") if m in sys.modules))
 """
 

@@ -15,7 +15,9 @@ from kubedevice.checkpoint.dra_codec import (
     UnverifiedDRACheckpoint,
     decode_dra,
     decode_dra_unverified,
+    encode_claim_piece,
     encode_dra,
+    encode_dra_pieces,
     is_dra_checkpoint,
 )
 from kubedevice.checkpoint.dra_model import ClaimInfoState, DRACheckpointData, DRADevice
@@ -73,7 +75,9 @@ __all__ = [
     "decode_dra_unverified",
     "decode_unverified",
     "encode",
+    "encode_claim_piece",
     "encode_dra",
+    "encode_dra_pieces",
     "is_dra_checkpoint",
     "read_file",
     "spew_text",

@@ -77,6 +77,10 @@ class DRACheckpointStore(CheckpointFile):
         """
         self._replace(lambda: encode_dra(data))
 
+    def write_pieces(self, pieces: list[bytes]) -> None:
+        """The same for a file already encoded as pieces (:func:`encode_dra_pieces`), written in order."""
+        self._replace(lambda: pieces)
+
     def move_aside(self, *, now: datetime | None = None) -> Path:
         """Rename the file to ``<name>.corrupt-<UTC YYYYMMDDTHHMMSSZ>`` in the same directory (``-N`` added
         when that name is taken), fsync the directory and return the new path.

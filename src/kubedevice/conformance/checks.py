@@ -134,7 +134,10 @@ def registration_check(
         else:
             findings.fail(
                 f"no Register call on {kubelet_socket} within {timeout_s:g} s: register with the kubelet "
-                "socket in the plugin directory given by {plugin_dir} or $KUBEDEVICE_PLUGIN_DIR"
+                "socket in the plugin directory given by {plugin_dir} or $KUBEDEVICE_PLUGIN_DIR "
+                "(a DRA driver: serve a registration socket in "
+                f"{kubelet_socket.parent.parent / 'plugins_registry'}, given by {{kubelet_dir}} or "
+                "$KUBEDEVICE_KUBELET_DIR)"
             )
         return findings.result()
     request = attempt.request

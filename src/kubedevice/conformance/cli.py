@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from pathlib import Path
@@ -18,12 +19,16 @@ from kubedevice.conformance.runner import CommandError, ConformanceOptions, comm
 from kubedevice.console import fail, make_console
 from kubedevice.plugin.cdi import DEFAULT_SPEC_DIRS
 
-HELP = """Check a device plugin the way a kubelet would meet it, in seconds and without a cluster.
+HELP = """Check a device plugin or DRA driver the way a kubelet would meet it, in seconds, without a cluster.
 
-Starts a stand-in kubelet in a temporary plugin directory, runs COMMAND with every {plugin_dir} in its
-arguments replaced by that directory (and $KUBEDEVICE_PLUGIN_DIR set to it), then checks registration,
-options, ListAndWatch, Allocate, GetPreferredAllocation, PreStartContainer, NUMA topology (against the
-node's NUMA nodes, or --numa-nodes N), kubelet restarts and a kubelet that is away for a while.
+Starts a stand-in kubelet in a temporary kubelet folder, runs COMMAND with every {plugin_dir} in its
+arguments replaced by its device plugin directory and every {kubelet_dir} by the folder itself
+($KUBEDEVICE_PLUGIN_DIR and $KUBEDEVICE_KUBELET_DIR set to them), and checks what registered. A device
+plugin: registration, options, ListAndWatch, Allocate, GetPreferredAllocation, PreStartContainer, NUMA
+topology (against the node's NUMA nodes, or --numa-nodes N), kubelet restarts and a kubelet that is away
+for a while. A DRA driver: registration through plugins_registry, its ResourceSlices against its health
+stream, prepare, prepare again, CDI devices, unprepare, one bad claim among good ones and registration
+after plugins_registry is made again (claims and the node name are served as the node daemon serves them).
  Exit code 0 when no check failed, 1 otherwise, 2 on usage errors.
 """
 
@@ -75,7 +80,7 @@ def conformance(
     ),
     command: list[str] | None = typer.Argument(None, metavar="-- COMMAND [ARGS...]", show_default=False),
 ) -> None:
-    """Check a device plugin the way a kubelet would meet it."""
+    """Check a device plugin or a DRA driver the way a kubelet would meet it."""
     argv = tuple(command or ())
     if not math.isfinite(timeout) or timeout <= 0:
         _usage_error(f"--timeout must be a positive number of seconds, got {timeout:g}")
@@ -102,6 +107,8 @@ def conformance(
     )
     if junit_xml is not None and not junit_xml.absolute().parent.is_dir():
         _usage_error(f"--junit-xml {junit_xml}: its folder does not exist")
+    # The stand-in kubelet's own warnings (a watched folder re-created on purpose) are not the plugin's.
+    logging.getLogger("kubedevice").addHandler(logging.NullHandler())
     started = time.monotonic()
     try:
         report = asyncio.run(run_conformance(options))

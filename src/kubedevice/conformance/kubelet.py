@@ -201,3 +201,18 @@ def _remove_sockets(directory: Path) -> list[str]:
         except FileNotFoundError:
             continue
     return removed
+
+
+def has_socket(directory: Path, ignore: set[str]) -> bool:
+    """Whether `directory` holds a unix socket other than those named in `ignore` (hidden names aside)."""
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return False
+    for entry in entries:
+        if entry.name in ignore or entry.name.startswith("."):
+            continue
+        with contextlib.suppress(OSError):
+            if stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode):
+                return True
+    return False

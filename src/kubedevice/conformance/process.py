@@ -11,14 +11,24 @@ from pathlib import Path
 from typing import Protocol
 
 from kubedevice.api.constants import PLUGIN_DIR_ENV
+from kubedevice.conformance.report import CheckResult, Result
+from kubedevice.plugin.dra.paths import KUBELET_DIR_ENV
 
 #: Every `{plugin_dir}` in the command's arguments becomes the checker's temporary plugin directory.
 PLUGIN_DIR_PLACEHOLDER = "{plugin_dir}"
-#: The environment variable plugins built on our SDK read their plugin directory from.
+#: Every `{kubelet_dir}` becomes the checker's temporary kubelet folder (a DRA driver's plugins_registry/,
+#: plugins/ and the node daemon's socket are in it).
+KUBELET_DIR_PLACEHOLDER = "{kubelet_dir}"
+#: Removed from the plugin's environment: with it an SDK driver would publish to a real cluster.
+CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 
 
-def expand_command(command: Sequence[str], plugin_dir: Path) -> list[str]:
-    return [argument.replace(PLUGIN_DIR_PLACEHOLDER, str(plugin_dir)) for argument in command]
+def expand_command(command: Sequence[str], plugin_dir: Path, kubelet_dir: Path | None = None) -> list[str]:
+    kubelet = str(kubelet_dir if kubelet_dir is not None else plugin_dir.parent)
+    return [
+        argument.replace(PLUGIN_DIR_PLACEHOLDER, str(plugin_dir)).replace(KUBELET_DIR_PLACEHOLDER, kubelet)
+        for argument in command
+    ]
 
 
 class PluginRun(Protocol):
@@ -61,8 +71,11 @@ class PluginProcess:
     report can say when the plugin died.
     """
 
-    def __init__(self, command: Sequence[str], plugin_dir: Path, log_path: Path) -> None:
-        self._command = expand_command(command, plugin_dir)
+    def __init__(
+        self, command: Sequence[str], plugin_dir: Path, log_path: Path, kubelet_dir: Path | None = None
+    ) -> None:
+        self._kubelet_dir = kubelet_dir if kubelet_dir is not None else plugin_dir.parent
+        self._command = expand_command(command, plugin_dir, self._kubelet_dir)
         self._plugin_dir = plugin_dir
         self.log_path = log_path
         self.exited = asyncio.Event()
@@ -79,7 +92,8 @@ class PluginProcess:
 
     async def start(self) -> None:
         """Start the command; raises OSError when it cannot be executed."""
-        env = {**os.environ, PLUGIN_DIR_ENV: str(self._plugin_dir)}
+        env = {**os.environ, PLUGIN_DIR_ENV: str(self._plugin_dir), KUBELET_DIR_ENV: str(self._kubelet_dir)}
+        env.pop(CLUSTER_ENV, None)
         log = await asyncio.to_thread(open, self.log_path, "ab")
         try:
             # A session of its own, so stopping it also reaches the children of a wrapper script.
@@ -133,3 +147,36 @@ class PluginProcess:
             return []
         text = data[-64 * 1024 :].decode("utf-8", errors="replace")
         return text.splitlines()[-lines:]
+
+
+def exit_note(run: PluginRun) -> str | None:
+    """How the plugin ended ("exited with code 3"), or None while it runs."""
+    if not run.exited.is_set():
+        return None
+    code = run.returncode
+    if code is not None and code >= 0:
+        return f"exited with code {code}"
+    return f"exited ({describe_exit(code)})"
+
+
+def process_row(run: PluginRun, name: str, stopping_phase: str, grace_s: float) -> CheckResult:
+    """The report's last row: the plugin ran until stopped, or when it died, or that it had to be killed."""
+    phase = run.exit_phase
+    code = run.returncode
+    if phase is not None and phase != stopping_phase:
+        return CheckResult(name, Result.WARN, f"the plugin exited ({describe_exit(code)}) during {phase}")
+    if run.killed:
+        return CheckResult(
+            name, Result.WARN, f"ignored SIGTERM for {grace_s:g} s and was killed: exit promptly on SIGTERM"
+        )
+    return CheckResult(name, Result.PASS, f"ran until stopped; {describe_exit(code)}")
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code == -signal.SIGTERM:
+        return "ended by SIGTERM"
+    if code < 0:
+        return f"killed by signal {-code}"
+    return f"exit code {code}"

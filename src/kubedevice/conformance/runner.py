@@ -8,14 +8,13 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import signal
 import statistics
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubedevice.api.constants import DIAL_TIMEOUT_S
+from kubedevice.api.constants import DIAL_TIMEOUT_S, KUBELET_SOCKET_NAME
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from kubedevice.conformance.checks import (
     ALLOCATE,
@@ -36,14 +35,23 @@ from kubedevice.conformance.checks import (
     registration_check,
     stream_kept_open,
 )
-from kubedevice.conformance.kubelet import FakeKubelet, RegistrationAttempt
+from kubedevice.conformance.dra_checks import DRA_CHECK_NAMES
+from kubedevice.conformance.dra_kubelet import DRAKubelet, DRARegistration
+from kubedevice.conformance.dra_run import DRARun
+from kubedevice.conformance.kubelet import FakeKubelet, RegistrationAttempt, has_socket
 from kubedevice.conformance.plugin_call_checks import (
     allocate_check,
     pre_start_check,
     preferred_allocation_check,
 )
-from kubedevice.conformance.process import PluginLauncher, PluginProcess, PluginRun
-from kubedevice.conformance.report import CheckResult, Findings, Report, Result, not_run, skipped
+from kubedevice.conformance.process import (
+    PluginLauncher,
+    PluginProcess,
+    PluginRun,
+    exit_note,
+    process_row,
+)
+from kubedevice.conformance.report import CheckResult, Findings, Report, not_run, skipped
 from kubedevice.conformance.topology_check import topology_check
 from kubedevice.plugin.cdi import DEFAULT_SPEC_DIRS
 from kubedevice.topology import read_topology
@@ -84,29 +92,39 @@ async def run_conformance(options: ConformanceOptions, launch: PluginLauncher | 
     try:
         plugin_dir = root / "dp"
         await asyncio.to_thread(os.mkdir, plugin_dir, 0o750)
-        return await _Run(options, plugin_dir, root / "plugin.log", launch).execute()
+        return await _Run(options, plugin_dir, root / "plugin.log", launch, root).execute()
     finally:
         await asyncio.to_thread(shutil.rmtree, root, True)
 
 
 class _Run:
     def __init__(
-        self, options: ConformanceOptions, plugin_dir: Path, log_path: Path, launch: PluginLauncher | None
+        self,
+        options: ConformanceOptions,
+        plugin_dir: Path,
+        log_path: Path,
+        launch: PluginLauncher | None,
+        kubelet_dir: Path,
     ) -> None:
         self.options = options
         self.timeout_s = options.timeout_s
         self.kubelet = FakeKubelet(plugin_dir, min(DIAL_TIMEOUT_S, options.timeout_s))
+        self.dra = DRAKubelet(kubelet_dir, options.timeout_s)
         self.process: PluginRun = (
             launch(plugin_dir, log_path)
             if launch is not None
-            else PluginProcess(options.command, plugin_dir, log_path)
+            else PluginProcess(options.command, plugin_dir, log_path, kubelet_dir)
         )
         self.loop = asyncio.get_running_loop()
+        #: A registration of the other API that came with the first one, kept for its checks.
+        self._held_attempt: RegistrationAttempt | None = None
+        self._held_dra: DRARegistration | None = None
 
     async def execute(self) -> Report:
         rows: dict[str, CheckResult] = {}
         show_log = False
         await self.kubelet.start()
+        await self.dra.start()
         try:
             try:
                 await self.process.start()
@@ -117,19 +135,96 @@ class _Run:
             self.process.phase = _STOPPING
             # Our connections go first, so the plugin's shutdown does not abort calls we still hold open.
             await self.kubelet.stop()
+            await self.dra.stop()
             await self.process.stop(self.options.stop_grace_s)
         rows[PLUGIN_PROCESS] = self._process_row()
         log_tail = await asyncio.to_thread(self.process.log_tail) if show_log else []
-        return Report(tuple(rows[name] for name in CHECK_NAMES), tuple(log_tail))
+        order = (*CHECK_NAMES[:-1], *DRA_CHECK_NAMES, PLUGIN_PROCESS)
+        return Report(tuple(rows[name] for name in order if name in rows), tuple(log_tail))
 
     # -- the checks, in the order the kubelet would meet the plugin --------------------------------------
 
     async def _checks(self, rows: dict[str, CheckResult]) -> bool:
-        """Fill `rows`; True when the plugin's log should be shown (it never registered)."""
+        """Fill `rows`; True when the plugin's log should be shown (it never registered).
+
+        What registered first decides: a device plugin on kubelet.sock, a DRA driver in plugins_registry;
+        then the other API's registration is taken if it came, or waited for while its socket is served.
+        """
         self.process.phase = "registration"
         started = self.loop.time()
-        attempt = await self._next_attempt(started + self.timeout_s)
-        waited = (attempt.received_at if attempt else self.loop.time()) - started
+        first = await self._first_registration(started + self.timeout_s)
+        if isinstance(first, DRARegistration):
+            rows.update(await self._dra_run().execute(first, first.received_at - started))
+            held = self._held_attempt or next(iter(self.kubelet.forget_attempts()), None)
+            if held is None and await asyncio.to_thread(
+                has_socket, self.kubelet.plugin_dir, {KUBELET_SOCKET_NAME}
+            ):
+                # A device plugin socket is served: its Register call is on its way.
+                held = await self._next_attempt(self.loop.time() + self.timeout_s)
+            if held is None:
+                return not first.accepted
+            return await self._device_plugin_checks(rows, held, held.received_at - started)
+        show_log = await self._device_plugin_checks(
+            rows, first, (first.received_at if first else self.loop.time()) - started
+        )
+        dra = self._held_dra or self._pending_dra()
+        if dra is None and await asyncio.to_thread(has_socket, self.dra.registry_dir, set()):
+            # A registration socket is served in plugins_registry: the watcher is still on its way to it.
+            dra = await self.dra.next_registration(self.timeout_s)
+        if dra is not None:
+            rows.update(await self._dra_run().execute(dra, dra.received_at - started))
+        return show_log
+
+    def _dra_run(self) -> DRARun:
+        def set_phase(phase: str) -> None:
+            self.process.phase = phase
+
+        return DRARun(self.dra, self.timeout_s, self.options.cdi_spec_dirs, self._exit_note, set_phase)
+
+    def _pending_dra(self) -> DRARegistration | None:
+        seen = self.dra.forget_registrations()
+        return next((r for r in seen if r.accepted), seen[0] if seen else None)
+
+    async def _first_registration(self, deadline: float) -> RegistrationAttempt | DRARegistration | None:
+        """The first registration of either API before `deadline`; None on timeout or once the plugin exits.
+
+        A registration of the other API that came at the same moment is held for its own checks.
+        """
+        waits: list[asyncio.Task[object]] = [
+            asyncio.create_task(self.kubelet.next_attempt(deadline - self.loop.time())),
+            asyncio.create_task(self.dra.next_registration(deadline - self.loop.time())),
+            asyncio.create_task(self.process.exited.wait()),
+        ]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            # Said before anything else runs: many plugins exit on a refusal, and the process row
+            # names the phase they exited in.
+            if any(not getattr(w.result(), "accepted", True) for w in waits[:2] if w.done()):
+                self.process.phase = "registration (refused)"
+        finally:
+            for wait in waits:
+                wait.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+        results = [w.result() for w in waits[:2] if not w.cancelled() and w.result() is not None]
+        if not results:
+            # A call that raced the exit still counts.
+            pending = self.kubelet.forget_attempts()
+            if pending:
+                return pending[0]
+            return self._pending_dra()
+        results.sort(key=lambda r: r.received_at)  # type: ignore[attr-defined]
+        for other in results[1:]:
+            if isinstance(other, DRARegistration):
+                self._held_dra = other
+            elif isinstance(other, RegistrationAttempt):
+                self._held_attempt = other
+        first = results[0]
+        assert isinstance(first, (RegistrationAttempt, DRARegistration))
+        return first
+
+    async def _device_plugin_checks(
+        self, rows: dict[str, CheckResult], attempt: RegistrationAttempt | None, waited: float
+    ) -> bool:
         rows[REGISTRATION] = registration_check(
             attempt, waited, self.timeout_s, self.kubelet.socket_path, self._exit_note()
         )
@@ -288,41 +383,11 @@ class _Run:
         pending = self.kubelet.forget_attempts()
         return pending[0] if pending else None
 
-    # -- the process row --------------------------------------------------------------------------------
-
     def _exit_note(self) -> str | None:
-        if not self.process.exited.is_set():
-            return None
-        code = self.process.returncode
-        if code is not None and code >= 0:
-            return f"exited with code {code}"
-        return f"exited ({_describe_exit(code)})"
+        return exit_note(self.process)
 
     def _process_row(self) -> CheckResult:
-        phase = self.process.exit_phase
-        code = self.process.returncode
-        if phase is not None and phase != _STOPPING:
-            return CheckResult(
-                PLUGIN_PROCESS, Result.WARN, f"the plugin exited ({_describe_exit(code)}) during {phase}"
-            )
-        if self.process.killed:
-            return CheckResult(
-                PLUGIN_PROCESS,
-                Result.WARN,
-                f"ignored SIGTERM for {self.options.stop_grace_s:g} s and was killed: "
-                "exit promptly on SIGTERM",
-            )
-        return CheckResult(PLUGIN_PROCESS, Result.PASS, f"ran until stopped; {_describe_exit(code)}")
-
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "still running"
-    if code == -signal.SIGTERM:
-        return "ended by SIGTERM"
-    if code < 0:
-        return f"killed by signal {-code}"
-    return f"exit code {code}"
+        return process_row(self.process, PLUGIN_PROCESS, _STOPPING, self.options.stop_grace_s)
 
 
 def command_problem(command: Sequence[str]) -> str | None:

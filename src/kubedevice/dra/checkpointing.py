@@ -11,15 +11,17 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from kubedevice.checkpoint import CheckpointError, DRACheckpointStore
-from kubedevice.checkpoint.dra_model import DRACheckpointData
+from kubedevice.checkpoint import CheckpointError, DRACheckpointStore, encode_dra_pieces
+from kubedevice.checkpoint.dra_codec import ClaimPiece
 from kubedevice.dra.errors import DRACheckpointError
 
 
 class StateWriter:
-    def __init__(self, store: DRACheckpointStore, snapshot: Callable[[], DRACheckpointData]) -> None:
+    def __init__(self, store: DRACheckpointStore, pieces: Callable[[], list[ClaimPiece]]) -> None:
         self._store = store
-        self._snapshot = snapshot
+        # Each claim's encoded text is kept until the claim changes, so a write costs about the claims that
+        # changed since the previous one, not the whole cache (a prepare writes twice).
+        self._pieces = pieces
         self._lock = asyncio.Lock()
         self._requested = 0
         self._written = 0
@@ -37,10 +39,11 @@ class StateWriter:
             if self._written >= mine:
                 return
             covered = self._requested
-            data = self._snapshot()
             start = time.perf_counter()
+            # Encoded on the loop: the cache must not change under the encoding; the pieces are immutable.
+            file = encode_dra_pieces(self._pieces())
             try:
-                await asyncio.to_thread(self._store.write, data)
+                await asyncio.to_thread(self._store.write_pieces, file)
             except CheckpointError as err:
                 raise DRACheckpointError(f"{context}: {err}") from err
             self._written = covered

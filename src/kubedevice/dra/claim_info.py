@@ -9,10 +9,12 @@ span plugin calls (a prepare and an unprepare of one shared claim never interlea
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 
+from kubedevice.checkpoint.dra_codec import ClaimPiece, encode_claim_piece
 from kubedevice.checkpoint.dra_model import ClaimInfoState, DRACheckpointData, DRADevice
 from kubedevice.dra.types import ClaimRef, ResourceClaim
 
@@ -27,6 +29,7 @@ class ClaimInfo:
 
     `driver_state` has one key per driver of the allocation, even when that driver returned no device
     (its value then stays None, Go's nil). `prepared` is memory-only: a restored entry is unprepared.
+    Change the pods and devices through the methods: they drop the entry's encoded checkpoint piece.
     """
 
     claim_uid: str
@@ -35,6 +38,8 @@ class ClaimInfo:
     pod_uids: set[str] = field(default_factory=set)
     driver_state: dict[str, tuple[DRADevice, ...] | None] = field(default_factory=dict)
     prepared: bool = False
+    #: The entry as the checkpoint holds it, kept until the entry changes (see checkpointing).
+    encoded: ClaimPiece | None = field(default=None, repr=False)
 
     @classmethod
     def from_claim(cls, claim: ResourceClaim) -> ClaimInfo:
@@ -50,9 +55,23 @@ class ClaimInfo:
     def ref(self) -> ClaimRef:
         return ClaimRef(self.namespace, self.claim_uid, self.claim_name)
 
+    def add_pod(self, pod_uid: str) -> None:
+        self.pod_uids.add(pod_uid)
+        self.encoded = None
+
+    def remove_pod(self, pod_uid: str) -> None:
+        self.pod_uids.discard(pod_uid)
+        self.encoded = None
+
     def set_devices(self, driver: str, devices: tuple[DRADevice, ...]) -> None:
         """Replace what `driver` prepared: a retry never lists a device twice (kubelet bug B1, fixed)."""
         self.driver_state[driver] = devices or None
+        self.encoded = None
+
+    def piece(self) -> ClaimPiece:
+        if self.encoded is None:
+            self.encoded = encode_claim_piece(self.to_state())
+        return self.encoded
 
     def cdi_devices(self, request: str) -> list[str]:
         """The CDI IDs of the devices serving `request` ("" is every request), drivers by name.
@@ -97,6 +116,8 @@ class ClaimInfoCache:
 
     def __init__(self) -> None:
         self._entries: dict[str, ClaimInfo] = {}
+        #: The keys in order, kept as entries come and go: every checkpoint write lists them sorted.
+        self._keys: list[str] = []
         self._locks: dict[str, asyncio.Lock] = {}
         self._waiters: dict[str, int] = {}
 
@@ -106,18 +127,25 @@ class ClaimInfoCache:
         for state in data.claims or ():
             info = ClaimInfo.from_state(state)
             self._entries[info.key] = info
+        self._keys = sorted(self._entries)
 
     def get(self, namespace: str, name: str) -> ClaimInfo | None:
         return self._entries.get(claim_key(namespace, name))
 
     def add(self, info: ClaimInfo) -> None:
+        if info.key not in self._entries:
+            bisect.insort(self._keys, info.key)
         self._entries[info.key] = info
 
     def delete(self, namespace: str, name: str) -> None:
-        self._entries.pop(claim_key(namespace, name), None)
+        key = claim_key(namespace, name)
+        if self._entries.pop(key, None) is not None:
+            del self._keys[bisect.bisect_left(self._keys, key)]
 
     def entries(self) -> list[ClaimInfo]:
-        return [self._entries[k] for k in sorted(self._entries)]
+        """Every entry, sorted by namespace/name."""
+        entries = self._entries
+        return [entries[k] for k in self._keys]
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -137,8 +165,10 @@ class ClaimInfoCache:
                 found.setdefault(pod_uid, (info.namespace, []))[1].append(info.claim_name)
         return found
 
-    def snapshot(self) -> DRACheckpointData:
-        return DRACheckpointData(tuple(info.to_state() for info in self.entries()))
+    def pieces(self) -> list[ClaimPiece]:
+        """Every entry's checkpoint piece in key order; only entries changed since the last call are
+        encoded again."""
+        return [info.piece() for info in self.entries()]
 
     @contextlib.asynccontextmanager
     async def locked(self, keys: Iterable[str]) -> AsyncIterator[None]:

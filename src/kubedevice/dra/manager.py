@@ -29,6 +29,7 @@ from kubedevice.dra.checkpointing import StateWriter
 from kubedevice.dra.claim_info import ClaimInfoCache
 from kubedevice.dra.container_claims import DynamicResource
 from kubedevice.dra.errors import DRACheckpointError, DRAError, PrepareError, UnprepareError
+from kubedevice.dra.health import DeviceHealthInfo
 from kubedevice.dra.metrics import DRAMetrics
 from kubedevice.dra.plugins import DRAPlugins, DriverStatus
 from kubedevice.dra.state import DRAState
@@ -80,7 +81,7 @@ class DRAManager:
             on_wipe=on_wipe,
             on_registered=self._driver_registered,
         )
-        self._state = DRAState(cache, plugins, claims, StateWriter(self._store, cache.snapshot))
+        self._state = DRAState(cache, plugins, claims, StateWriter(self._store, cache.pieces))
         self._reconcile_task: asyncio.Task[None] | None = None
         self._reconcile_now = asyncio.Event()
         self._sources_ready = False
@@ -230,6 +231,10 @@ class DRAManager:
 
     def drivers(self) -> list[DriverStatus]:
         return self._state.plugins.drivers()
+
+    def device_health(self, driver: str) -> dict[tuple[str, str], DeviceHealthInfo]:
+        """(pool, device) -> the health `driver`'s health stream reported (Unknown once stale)."""
+        return self._state.plugins.device_health(driver)
 
     @property
     def checkpoint_writes(self) -> tuple[int, float]:

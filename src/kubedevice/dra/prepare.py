@@ -81,7 +81,7 @@ async def _record_pod(
                     f"old ResourceClaim with same name {claim.name} and different UID {info.claim_uid} "
                     "still exists (previous pod force-deleted?!)"
                 )
-            info.pod_uids.add(pod.uid)
+            info.add_pod(pod.uid)
             if info.prepared or info in sent:
                 continue
             sent.append(info)

@@ -44,7 +44,7 @@ async def unprepare_claims(
                 continue
             if len(info.pod_uids) > 1:
                 # Written with the end of this call: a crash before it repeats this idempotent call.
-                info.pod_uids.discard(pod_uid)
+                info.remove_pod(pod_uid)
                 left = True
                 continue
             last_out.append(info)

@@ -1,4 +1,4 @@
-"""Kubernetes resource quantities (`2`, `2000m`, `1k`, `1Ki`, `1e3`), as far as device counts need them."""
+"""Kubernetes resource quantities (`2`, `2000m`, `1k`, `1Ki`, `1e3`): device counts and DRA capacities."""
 
 from __future__ import annotations
 
@@ -26,6 +26,26 @@ _SUFFIXES = {
 _QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$")
 
 
+#: The API machinery's wording for a quantity it cannot read.
+QUANTITY_FORMAT_ERROR = (
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+)
+
+
+def parse_quantity(text: str) -> Decimal:
+    """The exact value of a quantity's text; ValueError (the API machinery's wording) when it is not one."""
+    match = _QUANTITY.match(text.strip())
+    if match is None:
+        raise ValueError(QUANTITY_FORMAT_ERROR)
+    try:
+        number = Decimal(match.group(1))
+        if match.group(2):
+            return number.scaleb(int(match.group(2)[1:]))
+        return number * _SUFFIXES[match.group(3) or ""]
+    except InvalidOperation as err:
+        raise ValueError(QUANTITY_FORMAT_ERROR) from err
+
+
 def parse_device_count(value: object) -> int:
     """The whole number of devices a quantity asks for; ValueError says why it is not one."""
     if isinstance(value, bool):
@@ -35,16 +55,9 @@ def parse_device_count(value: object) -> int:
     elif isinstance(value, float):
         number = Decimal(repr(value))
     elif isinstance(value, str):
-        match = _QUANTITY.match(value.strip())
-        if match is None:
-            raise ValueError(f"{value!r} is not a quantity")
         try:
-            number = Decimal(match.group(1))
-            if match.group(2):
-                number = number.scaleb(int(match.group(2)[1:]))
-            else:
-                number *= _SUFFIXES[match.group(3) or ""]
-        except InvalidOperation as err:
+            number = parse_quantity(value)
+        except ValueError as err:
             raise ValueError(f"{value!r} is not a quantity") from err
     else:
         raise ValueError(f"{value!r} is not a quantity")

@@ -4,6 +4,8 @@ Installed with kubedevice and loaded by pytest through the `kubedevice` plugin (
 'kubedevice[testing]'` brings pytest and pytest-asyncio). Fixtures:
 
 * `kubelet` (:class:`StandInKubelet`): a stand-in kubelet on a temporary plugin folder, in the test's loop;
+* `dra_kubelet` (:class:`StandInDRAKubelet`): the node side of DRA on a temporary kubelet folder, in the
+  test's loop, for DRA drivers;
 * `node` (:class:`Node`): the real node daemon as a process under a temporary root;
 
 and :func:`run_conformance`, the conformance checker on a command or a DevicePlugin object.
@@ -19,12 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kubedevice.testing.conformance import ConformanceReport, run_conformance
+    from kubedevice.testing.dra_kubelet import StandInDRAKubelet
     from kubedevice.testing.kubelet import PluginCallFailed, Registration, StandInKubelet
     from kubedevice.testing.node import Node, NodeStatus, PodStatus
 
 _WHERE = {
     "ConformanceReport": "conformance",
     "run_conformance": "conformance",
+    "StandInDRAKubelet": "dra_kubelet",
     "PluginCallFailed": "kubelet",
     "Registration": "kubelet",
     "StandInKubelet": "kubelet",
@@ -40,6 +44,7 @@ __all__ = [
     "PluginCallFailed",
     "PodStatus",
     "Registration",
+    "StandInDRAKubelet",
     "StandInKubelet",
     "run_conformance",
 ]

@@ -16,9 +16,10 @@ from kubedevice.conformance import CheckResult, CommandError, ConformanceOptions
 from kubedevice.conformance import run_conformance as run_checks
 from kubedevice.conformance.process import PluginRun, wait_set
 from kubedevice.conformance.runner import command_problem
-from kubedevice.plugin import DevicePlugin, LifecycleEvent
+from kubedevice.plugin import DevicePlugin, LifecycleEvent, PluginServer
 from kubedevice.plugin.cdi import DEFAULT_SPEC_DIRS
-from kubedevice.testing.serving import ServedPlugin, serve_plugin
+from kubedevice.plugin.dra.runner import FacesServer, default_api
+from kubedevice.testing.serving import ServedPlugin, serve_dra_driver, serve_plugin
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ class InProcessPlugin:
         self.phase = "start-up"
         self.exit_phase: str | None = None
         self.killed = False
-        self._served: ServedPlugin | None = None
+        self._served: ServedPlugin[PluginServer] | ServedPlugin[FacesServer] | None = None
         self._returncode: int | None = None
         self._log: list[str] = []
 
@@ -131,7 +132,13 @@ class InProcessPlugin:
         return self._returncode
 
     async def start(self) -> None:
-        self._served = await serve_plugin(self._plugin, self._plugin_dir, on_event=self._on_event)
+        if default_api(self._plugin) == "dra":
+            # The checker's kubelet folder: its plugin directory, plugins_registry/, the daemon's socket.
+            self._served = await serve_dra_driver(
+                self._plugin, self._plugin_dir.parent, on_event=self._on_event
+            )
+        else:
+            self._served = await serve_plugin(self._plugin, self._plugin_dir, on_event=self._on_event)
         self._served.task.add_done_callback(self._ended)
 
     def _on_event(self, event: LifecycleEvent) -> None:

@@ -68,7 +68,7 @@ class StandInKubelet:
         self.generation = 0
         self._registry = _Registry(self.plugin_dir, min(DIAL_TIMEOUT_S, timeout), self._on_attempt)
         self._followers: set[asyncio.Task[None]] = set()
-        self._plugins: list[ServedPlugin] = []
+        self._plugins: list[ServedPlugin[PluginServer]] = []
         self._changed = asyncio.Event()
 
     @property

@@ -68,7 +68,7 @@ class Node:
         self.timeout = timeout
         self._process: asyncio.subprocess.Process | None = None
         self._plugin_processes: list[PluginProcess] = []
-        self._plugins: list[ServedPlugin] = []
+        self._plugins: list[ServedPlugin[PluginServer]] = []
 
     @property
     def root(self) -> Path:

@@ -1,4 +1,5 @@
-"""The pytest plugin `kubedevice` (entry point group `pytest11`): the `kubelet` and `node` fixtures.
+"""The pytest plugin `kubedevice` (entry point group `pytest11`): the `kubelet`, `dra_kubelet` and `node`
+fixtures.
 
 The fixtures are async (they live in the test's event loop), so they need pytest-asyncio, installed with
 `pip install 'kubedevice[testing]'`. Without it they fail with one line saying so rather than breaking
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from kubedevice.testing.dra_kubelet import StandInDRAKubelet
     from kubedevice.testing.kubelet import StandInKubelet
     from kubedevice.testing.node import Node
 
@@ -85,6 +87,22 @@ async def kubelet(request: pytest.FixtureRequest) -> AsyncIterator[StandInKubele
 
     directory = _short_tempdir("kdk-")
     stand_in = StandInKubelet(directory, timeout=request.config.stash[_TIMEOUT])
+    try:
+        await stand_in.start()
+        yield stand_in
+    finally:
+        await stand_in.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@_fixture
+async def dra_kubelet(request: pytest.FixtureRequest) -> AsyncIterator[StandInDRAKubelet]:
+    """The node side of DRA (the DRA manager, plugins_registry, the daemon's claim API) in a temporary
+    kubelet folder (`dra_kubelet.kubelet_dir`); claims are given inline."""
+    from kubedevice.testing.dra_kubelet import StandInDRAKubelet
+
+    directory = _short_tempdir("kdd-")
+    stand_in = StandInDRAKubelet(directory, timeout=request.config.stash[_TIMEOUT])
     try:
         await stand_in.start()
         yield stand_in

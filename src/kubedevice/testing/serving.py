@@ -8,16 +8,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 from kubedevice.plugin import ConfigError, DevicePlugin, PluginServer
+from kubedevice.plugin.dra.runner import FacesServer
+
+S = TypeVar("S", PluginServer, FacesServer)
 
 
-class ServedPlugin:
-    """One running PluginServer and the task that runs it; `failure()` says why it stopped on its own."""
+class ServedPlugin(Generic[S]):
+    """One running PluginServer (or a DRA driver's FacesServer) and the task that runs it; `failure()` says
+    why it stopped on its own."""
 
-    def __init__(self, server: PluginServer, task: asyncio.Task[None]) -> None:
-        self.server = server
+    def __init__(self, server: S, task: asyncio.Task[None], name: str) -> None:
+        self.server: S = server
         self.task = task
+        self.name = name
         self._stopping = False
 
     def failure(self) -> str | None:
@@ -25,11 +31,11 @@ class ServedPlugin:
         if self._stopping or not self.task.done():
             return None
         if self.task.cancelled():
-            return f"the plugin server of {self.server.resource} was cancelled"
+            return f"the plugin server of {self.name} was cancelled"
         error = self.task.exception()
         if error is None:
-            return f"the plugin server of {self.server.resource} stopped on its own"
-        return f"the plugin server of {self.server.resource} failed: {type(error).__name__}: {error}"
+            return f"the plugin server of {self.name} stopped on its own"
+        return f"the plugin server of {self.name} failed: {type(error).__name__}: {error}"
 
     async def stop(self) -> None:
         """Stop serving (sockets removed); an error the server ended with is not raised again here."""
@@ -40,7 +46,9 @@ class ServedPlugin:
         await self.server.stop()
 
 
-async def serve_plugin(plugin: DevicePlugin, plugin_dir: Path, **server_options: object) -> ServedPlugin:
+async def serve_plugin(
+    plugin: DevicePlugin, plugin_dir: Path, **server_options: object
+) -> ServedPlugin[PluginServer]:
     """Start serving `plugin` in `plugin_dir`; `server_options` are PluginServer's keyword arguments."""
     __tracebackhide__ = True
     try:
@@ -54,4 +62,33 @@ async def serve_plugin(plugin: DevicePlugin, plugin_dir: Path, **server_options:
         await server.stop()
         raise AssertionError(f"cannot serve {type(plugin).__name__}: {err}") from None
     task = asyncio.get_running_loop().create_task(server.run(), name=f"serve {server.resource}")
-    return ServedPlugin(server, task)
+    return ServedPlugin(server, task, server.resource)
+
+
+async def serve_dra_driver(
+    plugin: DevicePlugin, kubelet_dir: Path, **server_options: Any
+) -> ServedPlugin[FacesServer]:
+    """Serve `plugin`'s DRA face in `kubelet_dir`, beside a stand-in of the node daemon there, in a task.
+
+    Claims and the node's name come from the daemon's status API in that folder (standalone mode, whatever
+    the environment says); the per-claim CDI specs go where the plugin writes its own (`cdi_spec_dir`).
+    An error starting it ends the task, as it would end the plugin's process. `server_options` are
+    FacesServer's keyword arguments.
+    """
+    __tracebackhide__ = True
+    from kubedevice.plugin.dra.backend.standalone import StandaloneBackend
+
+    try:
+        backend = StandaloneBackend(kubelet_dir=kubelet_dir, driver_name=plugin.driver_name)
+        server = FacesServer(
+            plugin,
+            "dra",
+            kubelet_dir=kubelet_dir,
+            backend=backend,
+            dra_options={"cdi_spec_dir": plugin.cdi_spec_dir},
+            **server_options,
+        )
+    except ConfigError as err:
+        raise AssertionError(f"cannot serve {type(plugin).__name__}: {err}") from None
+    task = asyncio.get_running_loop().create_task(server.run(), name=f"serve {plugin.driver_name}")
+    return ServedPlugin(server, task, plugin.driver_name)

@@ -50,14 +50,17 @@ class SliceScan:
 
     `slices`: every slice kept, in published order (those with left-out features included, their
     devices marked). `pools`: the pools at their highest generation, by (driver, pool name) as bytes;
-    an incomplete or invalid pool is listed too, flagged. `errors`: slices and files ignored because
-    they are bad; `warnings`: slices ignored for another node, left-out features, incomplete pools.
+    an incomplete or invalid pool is listed too, flagged. `ignored`: slices read but not used (another
+    node's, one selecting nodes by label, a name already used), each with its report. `errors`: slices
+    and files ignored because they are bad; `warnings`: slices ignored for another node, left-out
+    features, incomplete or invalid pools.
     """
 
     slices: tuple[ResourceSliceDocument, ...] = ()
     pools: tuple[Pool, ...] = ()
     errors: tuple[SliceReport, ...] = ()
     warnings: tuple[SliceReport, ...] = ()
+    ignored: tuple[ResourceSliceDocument, ...] = ()
 
     def pool(self, driver: str, name: str) -> Pool | None:
         return next((p for p in self.pools if p.driver == driver and p.name == name), None)
@@ -90,6 +93,7 @@ def parse_slice_file(file: str, content: bytes) -> SliceFile:
 def gather_slices(files: Iterable[SliceFile], node_name: str) -> SliceScan:
     """The slices of `files` (taken in name order) that are this node's, gathered into pools."""
     kept: list[ResourceSliceDocument] = []
+    ignored: list[ResourceSliceDocument] = []
     errors: list[SliceReport] = []
     warnings: list[SliceReport] = []
     owner: dict[str, str] = {}
@@ -100,15 +104,18 @@ def gather_slices(files: Iterable[SliceFile], node_name: str) -> SliceScan:
             if name in owner:
                 where = "appears twice" if owner[name] == f.file else f"is already defined by {owner[name]}"
                 errors.append(SliceReport(f.file, name, f"ResourceSlice {name} {where}"))
+                ignored.append(s)
                 continue
             owner[name] = f.file
             if s.node_selector:
                 message = "selects its nodes by label (spec.nodeSelector), and this node has none"
                 warnings.append(SliceReport(f.file, name, f"ResourceSlice {name}: {message}; ignored"))
+                ignored.append(s)
                 continue
             if not s.all_nodes and s.node_name and s.node_name != node_name:
                 message = f'published for node "{s.node_name}", this node is "{node_name}"; ignored'
                 warnings.append(SliceReport(f.file, name, f"ResourceSlice {name}: {message}"))
+                ignored.append(s)
                 continue
             feature = s.unsupported or next((d.unsupported for d in s.devices if d.unsupported), None)
             if feature is not None:
@@ -127,7 +134,7 @@ def gather_slices(files: Iterable[SliceFile], node_name: str) -> SliceScan:
                 "published; its devices wait for the others"
             )
             warnings.append(SliceReport(where, "", text))
-    return SliceScan(tuple(kept), pools, tuple(errors), tuple(warnings))
+    return SliceScan(tuple(kept), pools, tuple(errors), tuple(warnings), tuple(ignored))
 
 
 def _pools(slices: list[ResourceSliceDocument]) -> tuple[Pool, ...]:

@@ -1,0 +1,263 @@
+"""The local allocator: the scheduler's structured allocation for the claims of one pod, on this node.
+
+`allocate(AllocationRequest)` returns one Allocation per claim, in the request's order, or raises
+Unschedulable with the message the pod's Pending status shows. All claims of the pod go into one search
+and are allocated together or not at all. Candidates are taken in a fixed order: pools by (driver, pool
+name) compared as bytes, slices as published, devices in `spec.devices` order (docs/kubelet-map.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass
+
+from kubedevice.node.dra.allocator_config import build_config, explain_failure
+from kubedevice.node.dra.allocator_search import (
+    MAX_RESULTS,
+    Candidate,
+    MatchAttribute,
+    RequestData,
+    Search,
+    SearchError,
+)
+from kubedevice.node.dra.cel import CelSelectors
+from kubedevice.node.dra.model import (
+    Allocation,
+    DeviceClassDocument,
+    DeviceID,
+    DeviceRequestAllocationResult,
+    DeviceSubRequest,
+    ExactDeviceRequest,
+    NamespaceDocument,
+    Pool,
+    ResourceClaimSpec,
+)
+
+__all__ = ["ADMIN_ACCESS_LABEL", "AllocationRequest", "ClaimToAllocate", "Unschedulable", "allocate"]
+
+#: The namespace label that allows `adminAccess` requests (the API server's check).
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
+
+
+class Unschedulable(Exception):
+    """No allocation: the pod stays Pending with reason `Unschedulable` and this message."""
+
+    reason = "Unschedulable"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimToAllocate:
+    namespace: str
+    name: str
+    spec: ResourceClaimSpec
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationRequest:
+    """Everything one search needs; `claims` in pod-claim order (the extended-resource claim last)."""
+
+    claims: tuple[ClaimToAllocate, ...]
+    classes: Mapping[str, DeviceClassDocument]
+    pools: Sequence[Pool]
+    #: Devices held by allocated claims (results with adminAccess excluded).
+    in_use: Set[DeviceID]
+    namespaces: Mapping[str, NamespaceDocument]
+    node_name: str
+
+
+def allocate(request: AllocationRequest, selectors: CelSelectors | None = None) -> list[Allocation]:
+    """One allocation per claim, or Unschedulable. Pass the daemon's long-lived `selectors`: its cache
+    is what keeps repeated searches cheap (a fresh one is made otherwise)."""
+    for claim in request.claims:
+        _check_admitted(claim, request.namespaces)
+    cel = selectors if selectors is not None else CelSelectors()
+    candidates = _candidates(request.pools)
+    try:
+        search = _prepare(request, candidates, cel)
+        found = search.run()
+    except SearchError as err:
+        raise Unschedulable(err.message) from err
+    except RecursionError as err:
+        # One stack frame per wanted device: only a pod wanting several hundred devices gets here.
+        raise Unschedulable(
+            "cannot allocate all claims: the pod's claims want more devices than one search can take"
+        ) from err
+    if not found:
+        invalid = [p for p in _ordered(request.pools) if p.invalid is not None]
+        if invalid:
+            # Upstream's answer when the search failed and some pool could not be used at all.
+            pool = invalid[0]
+            raise Unschedulable(
+                f"invalid resource pools were encountered: {pool.driver}/{pool.name}: {pool.invalid}"
+            )
+        raise Unschedulable("cannot allocate all claims: " + explain_failure(search, request.claims))
+    allocations: list[Allocation] = []
+    for index, claim in enumerate(request.claims):
+        results = tuple(
+            DeviceRequestAllocationResult(
+                request=taken.request,
+                driver=taken.id[0],
+                pool=taken.id[1],
+                device=taken.id[2],
+                admin_access=True if taken.admin_access else None,
+            )
+            for taken in search.results[index]
+        )
+        config = build_config(claim.spec, index, search)
+        allocations.append(Allocation(results=results, config=config, node_name=request.node_name))
+    return allocations
+
+
+def _check_admitted(claim: ClaimToAllocate, namespaces: Mapping[str, NamespaceDocument]) -> None:
+    """What the API server would have refused, and the features kubedevice leaves out."""
+    feature = claim.spec.unsupported or _unsupported_feature(claim.spec)
+    if feature is not None:
+        raise Unschedulable(f"unsupported by kubedevice: {feature} (ResourceClaim {claim.key})")
+    namespace = namespaces.get(claim.namespace)
+    allowed = namespace is not None and namespace.meta.labels.get(ADMIN_ACCESS_LABEL) == "true"
+    for i, device_request in enumerate(claim.spec.requests):
+        if device_request.exactly is not None and device_request.exactly.admin_access and not allowed:
+            raise Unschedulable(
+                f"ResourceClaim {claim.key}: spec.devices.requests[{i}].exactly.adminAccess: Forbidden: "
+                f"admin access to devices requires the `{ADMIN_ACCESS_LABEL}: true` label "
+                "on the containing namespace"
+            )
+
+
+def _unsupported_feature(spec: ResourceClaimSpec) -> str | None:
+    for device_request in spec.requests:
+        shapes: list[ExactDeviceRequest | DeviceSubRequest] = list(device_request.first_available)
+        if device_request.exactly is not None:
+            shapes.insert(0, device_request.exactly)
+        for shape in shapes:
+            if shape.tolerations:
+                return "device taints and tolerations"
+            if shape.capacity is not None:
+                return "consumable capacity"
+    if any(c.distinct_attribute is not None for c in spec.constraints):
+        return "consumable capacity"
+    return None
+
+
+def _candidates(pools: Sequence[Pool]) -> list[Candidate]:
+    """Devices of the complete, valid pools in search order; a device using a left-out feature never
+    qualifies."""
+    return [
+        Candidate((pool.driver, pool.name, device.name), device)
+        for pool in _ordered(pools)
+        if pool.complete and pool.invalid is None
+        for device_slice in pool.slices
+        for device in device_slice.devices
+        if device.unsupported is None and device_slice.unsupported is None
+    ]
+
+
+def _ordered(pools: Sequence[Pool]) -> list[Pool]:
+    """Pools by (driver, pool name) compared as bytes: upstream's order is Go map order (random)."""
+    return sorted(pools, key=lambda p: (p.driver.encode(), p.name.encode()))
+
+
+def _prepare(request: AllocationRequest, candidates: list[Candidate], cel: CelSelectors) -> Search:
+    """Upstream's checks before the search: classes, `All` devices, the 32-results limit, constraints."""
+    request_data: dict[tuple[int, int, int], RequestData] = {}
+    constraints: list[list[MatchAttribute]] = []
+    search = Search(
+        claims=[c.key for c in request.claims],
+        request_counts=[len(c.spec.requests) for c in request.claims],
+        request_data=request_data,
+        constraints=constraints,
+        candidates=candidates,
+        in_use=frozenset(request.in_use),
+        selectors=cel,
+    )
+    unusable = [p for p in _ordered(request.pools) if not p.complete or p.invalid is not None]
+    for c, claim in enumerate(request.claims):
+        minimum = 0
+        for r, device_request in enumerate(claim.spec.requests):
+            if device_request.first_available:
+                fewest = None
+                for s, sub in enumerate(device_request.first_available):
+                    data = RequestData(
+                        claim.key,
+                        sub.name,
+                        device_request.name,
+                        _device_class(request, claim, sub.name, sub.device_class_name),
+                        sub.selectors,
+                        sub.allocation_mode == "All",
+                        False,
+                        sub.count,
+                    )
+                    request_data[(c, r, s)] = _with_devices(search, (c, r, s), data, unusable)
+                    fewest = data.num_devices if fewest is None else min(fewest, data.num_devices)
+                minimum += fewest or 0
+            elif device_request.exactly is not None:
+                exact = device_request.exactly
+                data = RequestData(
+                    claim.key,
+                    device_request.name,
+                    None,
+                    _device_class(request, claim, device_request.name, exact.device_class_name),
+                    exact.selectors,
+                    exact.allocation_mode == "All",
+                    exact.admin_access,
+                    exact.count,
+                )
+                request_data[(c, r, 0)] = _with_devices(search, (c, r, 0), data, unusable)
+                minimum += data.num_devices
+            else:
+                raise SearchError(
+                    f"claim {claim.key}, request {device_request.name}: "
+                    "missing device class name (unsupported request type?)"
+                )
+        if minimum > MAX_RESULTS:
+            raise SearchError(
+                f"claim {claim.key}: number of requested devices {minimum} "
+                f"exceeds the claim limit of {MAX_RESULTS}"
+            )
+        claim_constraints: list[MatchAttribute] = []
+        for i, constraint in enumerate(claim.spec.constraints):
+            if constraint.match_attribute is None:
+                raise SearchError(
+                    f"claim {claim.key}, constraint #{i}: empty constraint (unsupported constraint type?)"
+                )
+            claim_constraints.append(MatchAttribute(constraint, constraint.match_attribute))
+        constraints.append(claim_constraints)
+    return search
+
+
+def _device_class(
+    request: AllocationRequest, claim: ClaimToAllocate, name: str, class_name: str
+) -> DeviceClassDocument:
+    found = request.classes.get(class_name)
+    if found is None:
+        raise SearchError(
+            f"claim {claim.key}, request {name}: could not retrieve device class {class_name}: "
+            f'deviceclass.resource.k8s.io "{class_name}" not found'
+        )
+    return found
+
+
+def _with_devices(
+    search: Search, key: tuple[int, int, int], data: RequestData, unusable: list[Pool]
+) -> RequestData:
+    """`All` mode: every matching device, found (selectors run) before the search starts."""
+    if not data.all_mode:
+        return data
+    if unusable:
+        pool = unusable[0]
+        state = "being updated" if not pool.complete else "invalid"
+        raise SearchError(
+            f"claim {data.claim}, request {data.name}: asks for all devices, but resource pool "
+            f"{pool.driver}/{pool.name} is currently {state}"
+        )
+    data.all_devices = [c for c in search.candidates if search.is_selectable(key, data, c)]
+    data.num_devices = len(data.all_devices)
+    return data

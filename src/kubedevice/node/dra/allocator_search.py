@@ -1,0 +1,296 @@
+"""The search of the scheduler's structured allocator (`structured/internal/stable/allocator_stable.go`).
+
+A port, not a new design: claims, then requests, then the wanted devices one by one, each trying every
+candidate in order (depth first); a candidate is taken and the search goes on, and given back when what
+follows finds nothing; the first full solution wins. The names follow upstream's (`allocateOne`,
+`allocateDevice`, `isSelectable`) so the two can be read side by side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from kubedevice.node.dra.cel import CelDevice, CelRuntimeError, CelSelectors
+from kubedevice.node.dra.model import (
+    AttributeValue,
+    DeviceClassDocument,
+    DeviceConstraint,
+    DeviceID,
+    SelectorCompileError,
+    SliceDevice,
+)
+
+#: The API's limit on a claim's results (`AllocationResultsMaxSize`).
+MAX_RESULTS = 32
+
+
+class SearchError(Exception):
+    """An error that ends the search for every claim of the pod; the message is upstream's."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class _MaxSizeExceeded(Exception):
+    """A subrequest would take a claim past 32 results: try the next subrequest (upstream's sentinel)."""
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A device of a complete pool, in search order."""
+
+    id: DeviceID
+    device: SliceDevice
+    cel: CelDevice | None = None
+
+    def text(self) -> str:
+        return "/".join(self.id)
+
+
+@dataclass(slots=True)
+class RequestData:
+    """One request without subrequests, or one subrequest (upstream's `requestData`)."""
+
+    claim: str  # `ns/name`, for messages
+    name: str  # the request's or the subrequest's own name
+    parent: str | None  # the request holding this subrequest
+    device_class: DeviceClassDocument
+    selectors: tuple[str, ...]
+    all_mode: bool
+    admin_access: bool
+    num_devices: int = 0
+    #: `All` mode: the matching devices, found before the search.
+    all_devices: list[Candidate] = field(default_factory=list)
+
+    @property
+    def result_name(self) -> str:
+        return f"{self.parent}/{self.name}" if self.parent else self.name
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """One device taken for a request, in the order taken (upstream's `internalDeviceResult`)."""
+
+    request: str  # `<request>` or `<request>/<subrequest>`
+    id: DeviceID
+    admin_access: bool
+
+
+class MatchAttribute:
+    """`matchAttribute`: every device of the named requests has the attribute with one type and value."""
+
+    def __init__(self, constraint: DeviceConstraint, attribute: str) -> None:
+        self._requests = frozenset(constraint.requests)
+        self._attribute = attribute
+        self._first: AttributeValue | None = None
+        self._count = 0
+
+    def _applies(self, request: str, subrequest: str) -> bool:
+        if not self._requests:
+            return True
+        return request in self._requests or (bool(subrequest) and f"{request}/{subrequest}" in self._requests)
+
+    def add(self, request: str, subrequest: str, candidate: Candidate) -> bool:
+        if not self._applies(request, subrequest):
+            return True
+        value = lookup_attribute(candidate, self._attribute)
+        if value is None:
+            return False
+        if self._count == 0:
+            self._first = value
+        elif self._first is None or (value.kind, value.value) != (self._first.kind, self._first.value):
+            return False
+        self._count += 1
+        return True
+
+    def remove(self, request: str, subrequest: str) -> None:
+        if self._applies(request, subrequest):
+            self._count -= 1
+
+
+def lookup_attribute(candidate: Candidate, name: str) -> AttributeValue | None:
+    """By the full name, or by `<name>` alone when `<domain>` is the device's driver."""
+    attributes = candidate.device.attributes
+    if name in attributes:
+        return attributes[name]
+    domain, sep, short = name.partition("/")
+    if not sep or domain != candidate.id[0]:
+        return None
+    return attributes.get(short)
+
+
+class Search:
+    """One allocation search over several claims (upstream's `allocator`)."""
+
+    def __init__(
+        self,
+        claims: Sequence[str],
+        request_counts: Sequence[int],
+        request_data: dict[tuple[int, int, int], RequestData],
+        constraints: Sequence[Sequence[MatchAttribute]],
+        candidates: Sequence[Candidate],
+        in_use: frozenset[DeviceID] | set[DeviceID],
+        selectors: CelSelectors,
+    ) -> None:
+        self.claims = claims
+        self.request_counts = request_counts
+        self.request_data = request_data
+        self.constraints = constraints
+        self.candidates = candidates
+        self.in_use = in_use
+        self.selectors = selectors
+        self.selected_sub: dict[tuple[int, int], int] = {}
+        self.results: list[list[Taken]] = [[] for _ in claims]
+        self._allocating: dict[DeviceID, set[int]] = {}
+        self._matches: dict[tuple[DeviceID, tuple[int, int, int]], bool] = {}
+
+    def run(self) -> bool:
+        try:
+            return self._allocate_one(0, 0, 0, 0, False)
+        except _MaxSizeExceeded:
+            return False
+
+    # --- device checks ----------------------------------------------------------------------------
+
+    def device_in_use(self, device: DeviceID) -> bool:
+        return device in self.in_use or bool(self._allocating.get(device))
+
+    def _allocating_for_claim(self, device: DeviceID, claim: int) -> bool:
+        return claim in self._allocating.get(device, ())
+
+    def is_selectable(self, key: tuple[int, int, int], data: RequestData, candidate: Candidate) -> bool:
+        """The class's selectors, then the request's; cached per (device, request) for this search."""
+        match_key = (candidate.id, key)
+        known = self._matches.get(match_key)
+        if known is not None:
+            return known
+        matches = self._selectors_match(
+            data, candidate, data.device_class.selectors, True
+        ) and self._selectors_match(data, candidate, data.selectors, False)
+        self._matches[match_key] = matches
+        return matches
+
+    def _selectors_match(
+        self, data: RequestData, candidate: Candidate, selectors: tuple[str, ...], of_class: bool
+    ) -> bool:
+        owner = f"class {data.device_class.meta.name}" if of_class else f"claim {data.claim}"
+        for i, expression in enumerate(selectors):
+            if candidate.cel is None:
+                candidate.cel = self.selectors.device(candidate.id[0], candidate.device)
+            try:
+                if not self.selectors.matches(expression, candidate.cel):
+                    return False
+            except SelectorCompileError as err:
+                raise SearchError(f"{owner}: selector #{i}: CEL compile error: {err.message}") from err
+            except CelRuntimeError as err:
+                raise SearchError(
+                    f"{owner}: selector #{i} on device {candidate.text()}: CEL runtime error: {err.message}"
+                ) from err
+        return True
+
+    # --- the search -------------------------------------------------------------------------------
+
+    def _allocate_one(self, c: int, r: int, s: int, d: int, allocate_sub: bool) -> bool:
+        if c >= len(self.claims):
+            return True
+        if r >= self.request_counts[c]:
+            try:
+                return self._allocate_one(c + 1, 0, 0, 0, False)
+            except _MaxSizeExceeded:
+                return False
+        key = (c, r, s)
+        data = self.request_data[key]
+        if not allocate_sub and data.parent is not None:
+            return self._allocate_first_available(c, r, d)
+        if data.all_mode and not data.all_devices:
+            return False
+        if d >= data.num_devices:
+            return self._allocate_one(c, r + 1, 0, 0, False)
+        if len(self.results[c]) + data.num_devices - d > MAX_RESULTS:
+            raise _MaxSizeExceeded
+        if data.all_mode:
+            undo = self._allocate_device(c, data, data.all_devices[d], must=True)
+            if undo is None:
+                return False
+            return self._go_on(c, r, s, d, allocate_sub, undo)
+        for candidate in self.candidates:
+            if data.admin_access:
+                if self._allocating_for_claim(candidate.id, c):
+                    continue
+            elif self.device_in_use(candidate.id):
+                continue
+            if not self.is_selectable(key, data, candidate):
+                continue
+            undo = self._allocate_device(c, data, candidate, must=False)
+            if undo is None:
+                continue
+            if self._go_on(c, r, s, d, allocate_sub, undo):
+                return True
+        return False
+
+    def _go_on(self, c: int, r: int, s: int, d: int, allocate_sub: bool, undo: Callable[[], None]) -> bool:
+        """The next wanted device; gives this one back when that finds nothing (or fails)."""
+        try:
+            done = self._allocate_one(c, r, s, d + 1, allocate_sub)
+        except BaseException:
+            undo()
+            raise
+        if not done:
+            undo()
+        return done
+
+    def _allocate_first_available(self, c: int, r: int, d: int) -> bool:
+        """Each subrequest in order; the first that leads to a full solution is kept."""
+        all_exceeded = True
+        sub = 0
+        while (c, r, sub) in self.request_data:
+            try:
+                success = self._allocate_one(c, r, sub, d, True)
+            except _MaxSizeExceeded:
+                sub += 1
+                continue
+            all_exceeded = False
+            if success:
+                self.selected_sub[(c, r)] = sub
+                return True
+            sub += 1
+        if all_exceeded:
+            raise _MaxSizeExceeded
+        return False
+
+    def _allocate_device(
+        self, c: int, data: RequestData, candidate: Candidate, must: bool
+    ) -> Callable[[], None] | None:
+        """Takes the device (constraints permitting); returns how to give it back, or None."""
+        if data.admin_access:
+            if self._allocating_for_claim(candidate.id, c):
+                return None
+        elif self.device_in_use(candidate.id):
+            return None
+        request, subrequest = (data.parent, data.name) if data.parent else (data.name, "")
+        constraints = self.constraints[c]
+        for i, constraint in enumerate(constraints):
+            if constraint.add(request, subrequest, candidate):
+                continue
+            if must:
+                raise SearchError(
+                    f"claim {self.claims[c]}, request {data.name}: cannot add device {candidate.text()} "
+                    "because a claim constraint would not be satisfied"
+                )
+            for earlier in constraints[:i]:
+                earlier.remove(request, subrequest)
+            return None
+        self._allocating.setdefault(candidate.id, set()).add(c)
+        results = self.results[c]
+        before = len(results)
+        results.append(Taken(data.result_name, candidate.id, data.admin_access))
+
+        def undo() -> None:
+            for constraint in constraints:
+                constraint.remove(request, subrequest)
+            self._allocating[candidate.id].discard(c)
+            del results[before:]
+
+        return undo
