@@ -25,6 +25,7 @@ P = "0b7e6a52-0000-4000-8000-00000000000p"
 A = "0b7e6a52-0000-4000-8000-00000000000a"
 B = "0b7e6a52-0000-4000-8000-00000000000b"
 U1 = "c1c1c1c1-0000-4000-8000-000000000001"
+BAD_CEL = '{deviceClassName: gpu, selectors: [{cel: {expression: "device.driver =="}}]}'
 
 
 @pytest.fixture
@@ -167,6 +168,13 @@ def test_pods_wait_pending_with_the_kubelets_texts_and_retry(node: DRANodeProces
         )
     assert node.checkpoint_claims() == {}
     assert node.events("prepare") == []
+    # Selectors are compiled as the manifests are read: a claim that cannot compile refuses its file.
+    node.write_manifest("bad-cel.yaml", claim_yaml("cel").replace("{deviceClassName: gpu}", BAD_CEL))
+    error = wait_for(lambda: node.manifest_errors().get("bad-cel.yaml"), "the bad selector to be reported")
+    assert error.startswith(
+        "ResourceClaim default/cel: spec.devices.requests[0].exactly.selectors[0].cel.expression: "
+        "CEL compile error: "
+    )
 
     # The driver never registered: the pod goes at once, nothing to unprepare.
     (node.paths.manifests / "o.yaml").unlink()

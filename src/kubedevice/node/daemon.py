@@ -220,6 +220,7 @@ class NodeDaemon:
         """The DRA manager on the root's dra_manager_state, its claims from the manifests, its slices
         from resourceslices/ (every file there deleted first: plugins publish again when they register)."""
         from kubedevice.dra import DRACheckpointError, DRAManager
+        from kubedevice.node.dra.cel import CelSelectors
         from kubedevice.node.dra.claim_store import ClaimStore
         from kubedevice.node.dra.flow import DRAFlow
         from kubedevice.node.dra.slice_folder import SliceFolder
@@ -252,6 +253,7 @@ class NodeDaemon:
             claims,
             retry_period=config.dra_retry_period,
             reconcile_period=config.dra_reconcile_period,
+            selectors=CelSelectors(),
         )
         self._dra_flow = flow
         slices.on_change = flow.changed

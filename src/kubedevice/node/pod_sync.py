@@ -71,7 +71,9 @@ class PodSync:
         self._dra = dra
         #: Manifests whose pod UID is still Terminating: admitted anew once its termination ends.
         self._comeback: dict[str, PodManifest] = {}
-        self._folder = ManifestFolder(paths.manifests, allow_symlinks=config.allow_symlinks)
+        self._folder = ManifestFolder(
+            paths.manifests, allow_symlinks=config.allow_symlinks, selector_compiler=dra.selectors
+        )
         self._manifest_watch = DirectoryWatch(
             paths.manifests,
             relevant=self._is_manifest_event,
@@ -339,14 +341,9 @@ class PodSync:
         return self.pods.get(record.uid) is record and record.phase == "Pending" and not record.terminating
 
     async def _prepare_claims(self, record: PodRecord, started: asyncio.Future[None]) -> bool:
-        """The DRA step: True once the pod's claims are prepared; False when it left first."""
-
-        def waiting() -> None:
-            # The pods after it on its device-plugin resources do not wait for its claims.
-            if not started.done():
-                started.set_result(None)
-
-        if not await self._dra.until_prepared(record, lambda: self._pending(record), waiting):
+        """The DRA step: True once the pod's claims are prepared; False when it left first. While it
+        waits, `started` is set: the pods after it on its device-plugin resources do not wait for it."""
+        if not await self._dra.until_prepared(record, lambda: self._pending(record), started):
             return False
         return self._pending(record) or self._dra.forget_unprepared(record.uid)
 

@@ -22,6 +22,7 @@ from kubedevice.dra import DRAManager, DynamicResource, PrepareError, UnprepareE
 from kubedevice.dra import types as dra
 from kubedevice.manager import RunContainerOptions
 from kubedevice.node.dra.claim_store import ClaimStore, ReservationError
+from kubedevice.node.dra.model import SelectorCompiler
 from kubedevice.node.pods import PodRecord
 from kubedevice.pluginwatcher import PluginHandler
 
@@ -97,9 +98,12 @@ class DRAFlow:
         *,
         retry_period: float,
         reconcile_period: float,
+        selectors: SelectorCompiler | None = None,
     ) -> None:
         self.manager = manager
         self.claims = claims
+        #: Checks the CEL selectors of claims, templates and classes as the manifests are read.
+        self.selectors = selectors
         self._retry_period = retry_period
         self._reconcile_period = reconcile_period
         self._changed = Signal()
@@ -152,17 +156,18 @@ class DRAFlow:
         return True
 
     async def until_prepared(
-        self, record: PodRecord, still_wanted: Callable[[], bool], waiting: Callable[[], None]
+        self, record: PodRecord, still_wanted: Callable[[], bool], waiting: asyncio.Future[None]
     ) -> bool:
-        """Try until the pod's claims are prepared (True) or `still_wanted()` is False (False); `waiting()`
-        is called before each wait."""
+        """Try until the pod's claims are prepared (True) or `still_wanted()` is False (False); `waiting`
+        gets its result before the first wait."""
         while True:
             change = self._changed.current()
             if not still_wanted():
                 return False
             if await self.prepare(record):
                 return True
-            waiting()
+            if not waiting.done():
+                waiting.set_result(None)
             await wait_for(change, self._retry_period)
 
     def run_options(
