@@ -245,8 +245,8 @@ def test_terminating_until_the_driver_is_back(node: DRANodeProcesses) -> None:
     node.start_dra_plugin()
     wait_for(lambda: node.events("unprepare"), "the claim to be unprepared")
     assert [e["uid"] for e in node.events("unprepare")] == [U1]
+    wait_for(lambda: (node.pod("p") or {}).get("terminating") is False, "p admitted anew")
     node.wait_phase("p", "Running")
-    assert node.pod("p")["terminating"] is False
     wait_for(lambda: len(node.events("prepare") + node.events("prepare-cached")) == 2, "a second prepare")
     assert node.checkpoint_claims() == {"default/c1": ({P}, [f"{DRIVER}/node-1/gpu-0"])}
     (node.paths.manifests / "p.yaml").unlink()

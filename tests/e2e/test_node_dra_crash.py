@@ -36,12 +36,13 @@ def _killed(node: DRANodeProcesses) -> None:
     assert node.daemon.wait(timeout=DEADLINE_S) == -signal.SIGKILL, node.log("daemon")
 
 
-def _check_files(node: DRANodeProcesses, *, started: bool = True) -> dict[str, tuple[set[str], list[str]]]:
-    """The checkpoint verifies (decoding checks its CRC); once a daemon started on it, no write's
-    temporary file is left (the kill's own is removed at the start)."""
-    if started:
-        assert [p.name for p in node.root.iterdir() if p.name.startswith(".")] == []
+def _check_files(node: DRANodeProcesses) -> dict[str, tuple[set[str], list[str]]]:
+    """The checkpoint verifies (decoding checks its CRC)."""
     return node.checkpoint_claims()
+
+
+def _temp_files(node: DRANodeProcesses) -> set[str]:
+    return {p.name for p in node.root.iterdir() if p.name.startswith(".")}
 
 
 def _hook_runs(node: DRANodeProcesses, claim: str) -> int:
@@ -65,10 +66,12 @@ def test_sigkill_inside_the_writes_of_prepare_and_unprepare(node: DRANodeProcess
     node.start_daemon(env=fault)
     node.write_manifest("q.yaml", pod_yaml("q", "c2", uid=PODS["q"]))
     _killed(node)
-    recorded = _check_files(node, started=False)
+    left = _temp_files(node)
+    recorded = _check_files(node)
     assert recorded["default/c1"] == ({PODS["p"]}, [f"{DRIVER}/node-1/gpu-0"])
     node.start_daemon()
     node.wait_phase("q", "Running")
+    assert not left & _temp_files(node), "the killed write's temporary file is still there"
     assert node.pod("p")["phase"] == "Running"
     claims = _check_files(node)
     assert claims["default/c2"] == ({PODS["q"]}, [f"{DRIVER}/node-1/gpu-1"])
@@ -80,9 +83,11 @@ def test_sigkill_inside_the_writes_of_prepare_and_unprepare(node: DRANodeProcess
     node.start_daemon(env=fault)
     (node.paths.manifests / "q.yaml").unlink()
     _killed(node)
-    _check_files(node, started=False)
+    _check_files(node)
+    left = _temp_files(node)
     node.start_daemon()
     wait_for(lambda: "default/c2" not in _check_files(node), "the next daemon to unprepare c2")
+    assert not left & _temp_files(node), "the killed write's temporary file is still there"
     assert node.pod("q") is None
     assert _check_files(node) == {"default/c1": ({PODS["p"]}, [f"{DRIVER}/node-1/gpu-0"])}
     assert {e["uid"] for e in node.events("unprepare")} == {UIDS["c2"]}
@@ -95,7 +100,7 @@ def test_sigkill_while_the_driver_prepares(node: DRANodeProcesses) -> None:
     node.write_manifest("r.yaml", pod_yaml("r", "c3", uid=PODS["r"]))
     wait_for(lambda: _hook_runs(node, "c3"), "the driver to be asked to prepare c3")
     node.kill_daemon(signal.SIGKILL)
-    _check_files(node, started=False)
+    _check_files(node)
     node.start_daemon()
     node.wait_phase("r", "Running")
     assert _check_files(node) == {"default/c3": ({PODS["r"]}, [f"{DRIVER}/node-1/gpu-2"])}

@@ -252,7 +252,6 @@ class NodeDaemon:
             dra,
             claims,
             retry_period=config.dra_retry_period,
-            reconcile_period=config.dra_reconcile_period,
             selectors=CelSelectors(),
         )
         self._dra_flow = flow

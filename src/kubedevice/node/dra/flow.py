@@ -7,7 +7,8 @@ device-plugin devices and tries again on any relevant change (manifests, Resourc
 registration) and at least every `retry_period`. Once prepared, each container's run options get the DRA
 CDI IDs before the device manager's. A pod whose manifest is removed while a claim entry lists it is
 Terminating (not active, its device-plugin devices released) until UnprepareResources succeeds; a failure
-is retried at each reconcile period and when a DRA driver registers. Pods without claims never come here.
+is retried when a DRA driver registers and at least every `retry_period` (more often than the kubelet's
+reconcile pass, which the DRA manager runs too). Pods without claims never come here.
 """
 
 from __future__ import annotations
@@ -97,7 +98,6 @@ class DRAFlow:
         claims: ClaimStore,
         *,
         retry_period: float,
-        reconcile_period: float,
         selectors: SelectorCompiler | None = None,
     ) -> None:
         self.manager = manager
@@ -105,7 +105,6 @@ class DRAFlow:
         #: Checks the CEL selectors of claims, templates and classes as the manifests are read.
         self.selectors = selectors
         self._retry_period = retry_period
-        self._reconcile_period = reconcile_period
         self._changed = Signal()
         self._registered = Signal()
         self._terminating: dict[str, asyncio.Task[None]] = {}
@@ -226,7 +225,7 @@ class DRAFlow:
                 if record.message != str(err):
                     log.warning("pod %s/%s stays Terminating: %s", pod.namespace, pod.name, err)
                 record.reason, record.message = UNPREPARE_FAILED, str(err)
-            await wait_for(registered, self._reconcile_period)
+            await wait_for(registered, self._retry_period)
         log.info("pod %s/%s (%s): its claims are unprepared; it is gone", pod.namespace, pod.name, pod.uid)
         self._terminating.pop(record.uid, None)
         self.claims.release(record.uid)
