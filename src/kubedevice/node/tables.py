@@ -68,9 +68,13 @@ def print_pods(console: Console, data: dict[str, Any]) -> None:
             first = i == 0
             table.add_row(
                 f"{entry['namespace']}/{entry['name']}" if first else "",
-                entry["phase"] if first else "",
+                # kubectl's word for a pod whose manifest is gone but which has not ended yet.
+                ("Terminating" if entry.get("terminating") else entry["phase"]) if first else "",
                 c["name"],
-                "; ".join(f"{r}: {', '.join(ids)}" for r, ids in c["devices"].items()),
+                "; ".join(
+                    [f"{r}: {', '.join(ids)}" for r, ids in c["devices"].items()]
+                    + [_claim_label(claim) for claim in c.get("claims", ())]
+                ),
                 _hint_label(c.get("topologyHint")),
                 (f"{entry['reason']}: {entry['message']}" if entry["reason"] else "") if first else "",
             )
@@ -81,6 +85,15 @@ def print_pods(console: Console, data: dict[str, Any]) -> None:
         console.print(f"bad manifest {entry['file']}: {entry['error']}", highlight=False)
     for line in notes:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _claim_label(claim: dict[str, Any]) -> str:
+    """`claim default/c1: gpu.example.com gpu-0, gpu-1` (a DRA claim's devices, by driver)."""
+    by_driver: dict[str, list[str]] = {}
+    for d in claim["devices"]:
+        by_driver.setdefault(d["driver"], []).append(d["device"])
+    devices = "; ".join(f"{driver} {', '.join(names)}" for driver, names in by_driver.items())
+    return f"claim {claim['claim']}: {devices or 'none'}"
 
 
 def _hint_label(hint: dict[str, Any] | None) -> str:
