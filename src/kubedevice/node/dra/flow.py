@@ -187,8 +187,9 @@ class DRAFlow:
         return out
 
     def dynamic_resources(self, record: PodRecord, container: str) -> list[DynamicResource]:
-        """PodResources' `dynamic_resources` of one container (empty for a pod without claims)."""
-        if not has_claims(record):
+        """PodResources' `dynamic_resources` of one container: empty for a pod without claims, and for a
+        pod still waiting for them (the kubelet finds no claim info either, and would log so each time)."""
+        if not has_claims(record) or record.phase == "Pending":
             return []
         pod = dra_pod(record)
         c = pod.container(container)
@@ -210,9 +211,6 @@ class DRAFlow:
             self._unprepare(record), name=f"unprepare {record.pod.namespace}/{record.pod.name}"
         )
         return True
-
-    def is_terminating(self, uid: str) -> bool:
-        return uid in self._terminating
 
     async def _unprepare(self, record: PodRecord) -> None:
         pod = dra_pod(record)
