@@ -73,6 +73,7 @@ def test_a_root_too_long_for_its_sockets_leaves_no_folder(scratch: Path) -> None
         ["--numa-nodes", "0"],
         ["--plugin-timeout", "0"],
         ["--dra-state-recovery", "ignore"],
+        ["--dra-reconcile-period", "0"],
         ["--node-name", "Node_1"],
     ],
 )

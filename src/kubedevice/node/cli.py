@@ -134,6 +134,11 @@ def node(
         "--dra-state-recovery",
         help="refuse or move-aside: what an unreadable dra_manager_state does at start.",
     ),
+    dra_reconcile_period: str = typer.Option(
+        "60s",
+        "--dra-reconcile-period",
+        help="How often the claims of pods that are gone are unprepared (the kubelet's reconcile pass).",
+    ),
     boot_id: str | None = typer.Option(
         None,
         "--boot-id",
@@ -174,6 +179,7 @@ def node(
         topology=topology,
         numa_nodes=numa_nodes,
         node_name=name,
+        dra_reconcile_period=_positive_duration("--dra-reconcile-period", dra_reconcile_period),
         dra_state_recovery="move-aside" if dra_state_recovery == "move-aside" else "refuse",
     )
     configure_logging(parse_log_level(log_level))
