@@ -8,8 +8,8 @@ from pathlib import Path
 
 from kubedevice.dra.types import ConsumerReference, OwnerReference, RequestMapping
 from kubedevice.node.dra.claim_state import ClaimStateFile, effective_claim
-from kubedevice.node.dra.dra_step import PREPARE_FAILED, UNSCHEDULABLE, restore_pod
-from kubedevice.node.dra.extended import EXTENDED_CLAIM_ANNOTATION, coexistence_warnings
+from kubedevice.node.dra.dra_step import PREPARE_FAILED, UNSCHEDULABLE, restore_pod, routes_for
+from kubedevice.node.dra.extended import EXTENDED_CLAIM_ANNOTATION, ExtendedRoutes, coexistence_warnings
 from kubedevice.node.dra.reservation import release_pod
 from kubedevice.node.dra.templates import NAME_ALPHABET, POD_CLAIM_NAME_ANNOTATION
 from tests.dra_allocator_helpers import pool
@@ -303,3 +303,66 @@ def test_the_257th_pod_waits() -> None:
     assert waiting.message == "ResourceClaim default/c1 is reserved for the maximum of 256 consumers"
     node.remove(pods[0])
     assert node.step(pods[256]).ready
+
+
+def test_scenario_25_after_a_restart_the_decision_and_the_special_claim_come_back(tmp_path: Path) -> None:
+    gpu_class = CLASS_GPU.replace("spec:\n", "spec:\n  extendedResourceName: example.com/gpu\n")
+    pods, documents = read(docs(gpu_class, pod_yaml("p", limits="example.com/gpu: 1")))
+    [p] = pods
+    node = Node(documents, [pool("gpu-0", "gpu-1")], file=ClaimStateFile(tmp_path))
+    before = node.step(p)
+    assert before.ready
+    # After the restart a device plugin for the name registers: the running pod's decision does not flip.
+    state = ClaimStateFile(tmp_path).load()
+    assert routes_for(state, p.uid) == ExtendedRoutes({"example.com/gpu": "gpu"})
+    assert routes_for(state, "other") is None
+    restored = restore_pod(p.pod, p.claims, state, documents)
+    assert restored.pod == before.pod
+    assert not state.apply(restored.updates)
+    status = restored.pod.extended_resource_claim
+    assert status is not None
+    claim = effective_claim(None, state.get(f"default/{status.resource_claim_name}"))
+    assert claim is not None and [r.device for r in claim.allocation.results] == ["gpu-0"]  # type: ignore[union-attr]
+
+
+def test_a_generated_claim_outlives_its_template_after_a_restart(tmp_path: Path) -> None:
+    pods, documents = read(
+        docs(CLASS_GPU, TEMPLATE, pod_yaml("p", ("gpu", "resourceClaimTemplateName", "gpu-tmpl")))
+    )
+    [p] = pods
+    node = Node(documents, [pool("gpu-0")], file=ClaimStateFile(tmp_path))
+    name = node.step(p).pod.claim_statuses["gpu"]
+    _, without_template = read(CLASS_GPU)
+    state = ClaimStateFile(tmp_path).load()
+    restored = restore_pod(p.pod, p.claims, state, without_template)
+    assert restored.pod.claim_statuses == {"gpu": name}
+    state.apply(restored.updates)
+    claim = effective_claim(None, state.get(f"default/{name}"))
+    assert claim is not None and claim.meta.owner_references[0].uid == p.uid
+    assert [r.device for r in claim.allocation.results] == ["gpu-0"]  # type: ignore[union-attr]
+    # A new pod of the same template, though, waits for the template.
+    waiting = Node(without_template, [pool("gpu-0")]).step(p).waiting
+    assert waiting is not None and waiting.detail == "ResourceClaimTemplate default/gpu-tmpl not found"
+
+
+def test_a_replaced_claim_document_waits_while_the_old_object_is_in_use() -> None:
+    text = docs(CLASS_GPU, claim_yaml("c1"), pod_yaml("a", ("gpu", "resourceClaimName", "c1")))
+    (a,), documents = read(text)
+    node = Node(documents, [pool("gpu-0", "gpu-1")])
+    assert node.step(a).ready
+    old_uid = documents.claims["default/c1"].meta.uid
+    # The document changes (a new UID, as deleting and re-creating it would give); pod b uses it.
+    (b,), replaced = read(
+        docs(CLASS_GPU, claim_yaml("c1", count=2), pod_yaml("b", ("gpu", "resourceClaimName", "c1")))
+    )
+    assert replaced.claims["default/c1"].meta.uid != old_uid
+    node.documents = replaced
+    waiting = node.step(b).waiting
+    assert waiting is not None and waiting.reason == PREPARE_FAILED
+    assert waiting.message == (
+        "Failed to prepare dynamic resources: prepare dynamic resources: old ResourceClaim with same name c1 "
+        f"and different UID {old_uid} still exists (previous pod force-deleted?!)"
+    )
+    node.remove(a)  # the old object is deallocated with its last pod; the new one is allocated afresh
+    result = node.step(b)
+    assert result.ready and devices(result, node) == {"c1": ["gpu-0", "gpu-1"]}
