@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kubedevice.checkpoint.dra_model import ClaimInfoState, DRADevice
+from kubedevice.checkpoint.errors import CheckpointError
 from kubedevice.dra.types import DeviceRequestAllocationResult
 from kubedevice.node.dra.claim_state import (
     CLAIM_STATE_NAME,
@@ -272,3 +273,25 @@ def test_reconcile_drops_what_nothing_holds_and_keeps_the_rest() -> None:
         "default/user-reserved",
     ]
     assert reconcile_at_start(state, docs, {"A"}, cache) == {}
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(tmp_path: Path) -> None:
+    ClaimStateFile(tmp_path).save(full_state())
+    before = (tmp_path / CLAIM_STATE_NAME).read_bytes()
+
+    def fail(stage: str) -> None:
+        if stage == "after-fsync":
+            raise OSError("disk gone")
+
+    file = ClaimStateFile(tmp_path, fault=fail)
+    with pytest.raises(CheckpointError, match="disk gone"):
+        file.save(ClaimState())
+    assert (tmp_path / CLAIM_STATE_NAME).read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [CLAIM_STATE_NAME]
+    assert ClaimStateFile(tmp_path).save(ClaimState())  # the next write goes through
+
+
+def test_a_root_directory_that_is_a_file_fails_the_write(tmp_path: Path) -> None:
+    (tmp_path / "root").write_text("")
+    with pytest.raises(CheckpointError, match=r'failed to write checkpoint file "dra_claims.json"'):
+        ClaimStateFile(tmp_path / "root").save(full_state())

@@ -15,7 +15,7 @@ The file is written atomically and durably (the checkpoint's mechanics), only wh
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -180,10 +180,13 @@ def _consumer_json(ref: ConsumerReference) -> dict[str, str]:
 
 
 class ClaimStateFile(CheckpointFile):
-    """`dra_claims.json` in the root directory. Blocking: run on a thread from the event loop."""
+    """`dra_claims.json` in the root directory. Blocking: run on a thread from the event loop.
+    `fault` is CheckpointFile's test hook, called at each write stage."""
 
-    def __init__(self, directory: Path, name: str = CLAIM_STATE_NAME) -> None:
-        super().__init__(directory, name)
+    def __init__(
+        self, directory: Path, name: str = CLAIM_STATE_NAME, *, fault: Callable[[str], None] | None = None
+    ) -> None:
+        super().__init__(directory, name, fault=fault)
         self._written: bytes | None = None
 
     def load(self) -> ClaimState:
@@ -209,8 +212,13 @@ class ClaimStateFile(CheckpointFile):
     def save(self, state: ClaimState) -> bool:
         """Write the state when it differs from what the file holds; True when written.
 
-        Raises CheckpointError (the file is left as it was)."""
-        blob = state.encode()
+        Raises CheckpointError (the file is left as it was). From the event loop, encode there and write
+        on a thread, so the state never changes under the encoder:
+        `await asyncio.to_thread(file.write, state.encode())`."""
+        return self.write(state.encode())
+
+    def write(self, blob: bytes) -> bool:
+        """Write `ClaimState.encode()`'s bytes when they differ from the file's; True when written."""
         if blob == self._written:
             return False
         self._replace(lambda: blob)
