@@ -303,6 +303,9 @@ def reconcile_at_start(
     stays while its origin is there (the document with the same UID, or the generating pod), a cache
     entry references the claim, or a listed pod reserves it; one that goes is deallocated with it. A
     daemon allocation left with no reservation is deallocated, as the claim controller does.
+
+    Safe after any later scan too, with `pod_uids` every pod the daemon knows (Terminating ones
+    included): it then also drops what a removed document left behind.
     """
     referenced: dict[str, set[str]] = {}
     for entry in cache:
