@@ -366,3 +366,16 @@ def test_a_replaced_claim_document_waits_while_the_old_object_is_in_use() -> Non
     node.remove(a)  # the old object is deallocated with its last pod; the new one is allocated afresh
     result = node.step(b)
     assert result.ready and devices(result, node) == {"c1": ["gpu-0", "gpu-1"]}
+
+
+def test_a_recorded_extended_decision_wins_over_a_new_one() -> None:
+    gpu_class = CLASS_GPU.replace("spec:\n", "spec:\n  extendedResourceName: example.com/gpu\n")
+    pods, documents = read(docs(gpu_class, pod_yaml("p", limits="example.com/gpu: 1")))
+    [p] = pods
+    node = Node(documents, [pool("gpu-0")])
+    first = node.step(p)
+    # A device plugin registers; a new decision would give the name to it, but the pod keeps DRA.
+    node.routes[p.uid] = ExtendedRoutes()
+    again = node.step(p)
+    assert again.ready and again.pod == first.pod
+    assert routes_for(node.state, p.uid) == ExtendedRoutes({"example.com/gpu": "gpu"})

@@ -182,7 +182,8 @@ class _Step:
             record = ClaimRecord(
                 uid=made.document.meta.uid, extended_for=self.pod.uid, extended_resources=dict(routes.dra)
             )
-        self.updates[key] = replace(record, document=made.document)
+        document = replace(made.document, meta=replace(made.document.meta, uid=record.uid))
+        self.updates[key] = replace(record, document=document)
         return made.status
 
     def claims(self, pod: dra.Pod) -> list[tuple[str, ClaimDocument | None, ClaimDocument]] | Waiting:
@@ -252,7 +253,9 @@ def dra_step(
     pod: Pod, claims: PodClaims, routes: ExtendedRoutes, state: ClaimState, context: DRAContext
 ) -> StepResult:
     """The decision for one pod about to be prepared; see the module's text. `routes` is the pod's
-    extended-resource decision, made once at admission (`extended.route_extended_resources`)."""
+    extended-resource decision, made once at admission (`extended.route_extended_resources`); a
+    decision already recorded for the pod wins over it, so it never flips."""
+    routes = routes_for(state, pod.uid) or routes
     step = _Step(pod, state, context)
     statuses, waiting = step.generate(claims, create=True)
     extended = step.extended(routes)
