@@ -112,6 +112,8 @@ class OwnerReference:
     name: str
     uid: str
     controller: bool = False
+    #: Set on the references the claim controller writes: the owner is not deleted before the claim.
+    block_owner_deletion: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,14 @@ from kubedevice.node.dra.model import (
     ResourceClaimSpec,
 )
 
-__all__ = ["ADMIN_ACCESS_LABEL", "AllocationRequest", "ClaimToAllocate", "Unschedulable", "allocate"]
+__all__ = [
+    "ADMIN_ACCESS_LABEL",
+    "AllocationRequest",
+    "ClaimToAllocate",
+    "Unschedulable",
+    "allocate",
+    "check_admin_access",
+]
 
 #: The namespace label that allows `adminAccess` requests (the API server's check).
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
@@ -121,6 +128,12 @@ def _check_admitted(claim: ClaimToAllocate, namespaces: Mapping[str, NamespaceDo
     feature = claim.spec.unsupported or _unsupported_feature(claim.spec)
     if feature is not None:
         raise Unschedulable(f"unsupported by kubedevice: {feature} (ResourceClaim {claim.key})")
+    check_admin_access(claim, namespaces)
+
+
+def check_admin_access(claim: ClaimToAllocate, namespaces: Mapping[str, NamespaceDocument]) -> None:
+    """The API server's check of `adminAccess` requests: the namespace must carry the label. Also run
+    on a template's claim when it is generated."""
     namespace = namespaces.get(claim.namespace)
     allowed = namespace is not None and namespace.meta.labels.get(ADMIN_ACCESS_LABEL) == "true"
     for i, device_request in enumerate(claim.spec.requests):

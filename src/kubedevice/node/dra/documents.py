@@ -226,3 +226,14 @@ def _reserved_for(f: Fields, value: Any, path: str) -> tuple[ConsumerReference, 
             )
         )
     return tuple(out)
+
+
+def read_allocation(value: Any, where: str) -> Allocation | None:
+    """A v1 `status.allocation` JSON value (as `Allocation.to_json` writes it); errors start with `where`."""
+    f = Fields(where)
+    return _allocation(f, SpecReader(f, "v1", None), value, "allocation")
+
+
+def read_reserved_for(value: Any, where: str) -> tuple[ConsumerReference, ...]:
+    """A `status.reservedFor` JSON list; errors start with `where`."""
+    return _reserved_for(Fields(where), value, "reservedFor")
