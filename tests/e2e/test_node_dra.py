@@ -25,6 +25,13 @@ P = "0b7e6a52-0000-4000-8000-00000000000p"
 A = "0b7e6a52-0000-4000-8000-00000000000a"
 B = "0b7e6a52-0000-4000-8000-00000000000b"
 U1 = "c1c1c1c1-0000-4000-8000-000000000001"
+GPU_CLASS = """apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu}
+spec:
+  selectors:
+  - cel: {expression: 'device.driver == "gpu.example.com"'}
+"""
 BAD_CEL = '{deviceClassName: gpu, selectors: [{cel: {expression: "device.driver =="}}]}'
 
 
@@ -153,7 +160,10 @@ def test_pods_wait_pending_with_the_kubelets_texts_and_retry(node: DRANodeProces
     expected = {
         "o": "DRA driver other.example.com is not registered",
         "t": f"pod t ({A}) is not allowed to use ResourceClaim theirs ({U1})",
-        "n": "ResourceClaim bare: not allocated",
+        "n": (
+            "claim default/bare, request gpu: could not retrieve device class gpu: "
+            'deviceclass.resource.k8s.io "gpu" not found'
+        ),
         "m": 'fetch ResourceClaim missing: resourceclaims.resource.k8s.io "missing" not found',
     }
     claims = {"o": "other", "t": "theirs", "n": "bare", "m": "missing"}
@@ -161,6 +171,9 @@ def test_pods_wait_pending_with_the_kubelets_texts_and_retry(node: DRANodeProces
         node.write_manifest(f"{name}.yaml", pod_yaml(name, claim, uid=A if name == "t" else None))
     for name, text in expected.items():
         pod = node.wait_message(name, text)
+        if name == "n":  # no allocation in the document: the daemon's allocator, as a scheduler
+            assert (pod["phase"], pod["reason"], pod["message"]) == ("Pending", "Unschedulable", text)
+            continue
         assert (pod["phase"], pod["reason"], pod["message"]) == (
             "Pending",
             "FailedPrepareDynamicResources",
@@ -179,14 +192,19 @@ def test_pods_wait_pending_with_the_kubelets_texts_and_retry(node: DRANodeProces
     # The driver never registered: the pod goes at once, nothing to unprepare.
     (node.paths.manifests / "o.yaml").unlink()
     node.wait_gone("o")
-    # The claim given an allocation: the waiting pod is prepared without anything else changing.
-    node.write_manifest(
-        "claims.yaml",
-        "---\n".join([claim_yaml("theirs", reserved_for=[("q", "q-uid")], uid=U1), claim_yaml("bare")]),
-    )
+    # A DeviceClass for the claim: the daemon allocates it from the driver's slice and prepares it.
+    node.write_manifest("class.yaml", GPU_CLASS)
     node.wait_phase("n", "Running")
     assert node.pod("n")["reason"] == ""
     assert [e["claim"] for e in node.events("prepare")] == ["default/bare"]
+    bare = node.claim("bare")
+    assert bare is not None and bare["allocatedBy"] == "daemon" and bare["reservedBy"] == "daemon"
+    # gpu-0 is held by `theirs`, whose document allocates it: the allocator takes gpu-1.
+    assert [r["device"] for r in bare["allocation"]["devices"]["results"]] == ["gpu-1"]
+    # Its pod gone, the daemon's allocation goes too (the device is free again).
+    (node.paths.manifests / "n.yaml").unlink()
+    node.wait_gone("n")
+    wait_for(lambda: (node.claim("bare") or {}).get("allocation", 1) is None, "bare to be deallocated")
 
 
 def test_restart_keeps_claims_without_a_prepare_and_a_reboot_prepares_again(node: DRANodeProcesses) -> None:

@@ -220,21 +220,33 @@ class NodeDaemon:
         """The DRA manager on the root's dra_manager_state, its claims from the manifests, its slices
         from resourceslices/ (every file there deleted first: plugins publish again when they register)."""
         from kubedevice.dra import DRACheckpointError, DRAManager
-        from kubedevice.node.dra.cel import CelSelectors
-        from kubedevice.node.dra.claim_store import ClaimStore
+        from kubedevice.node.dra.claim_state import ClaimStateError, ClaimStateFile
         from kubedevice.node.dra.flow import DRAFlow
         from kubedevice.node.dra.slice_folder import SliceFolder
 
         config, paths = self.config, self.paths
-        claims = ClaimStore()
         slices = SliceFolder(paths.resourceslices, config.node_name, use_inotify=config.use_inotify)
         try:
             fault = checkpoint_fault_from_env(os.environ, DRA_CHECKPOINT_FAULT_ENV)
         except ValueError as err:
             raise NodeStartError(str(err)) from None
+        state_file = ClaimStateFile(paths.root)
+        try:
+            state = await asyncio.to_thread(state_file.load)
+        except ClaimStateError as err:
+            raise NodeStartError(str(err)) from None
+        flow = DRAFlow(
+            state,
+            state_file,
+            node_name=config.node_name,
+            pools=slices.pools,
+            known_pods=self.pods.uids,
+            retry_period=config.dra_retry_period,
+            reconcile_period=config.dra_reconcile_period,
+        )
         dra = DRAManager(
             paths.root,
-            claims=claims,
+            claims=flow.claims,
             registry=self.registry,
             wipe_delay=config.dra_wipe_delay,
             reconcile_period=config.dra_reconcile_period,
@@ -247,13 +259,7 @@ class NodeDaemon:
         except DRACheckpointError as err:
             hint = REFUSED_HINT if err.corrupt else "make the folder usable"
             raise NodeStartError(f"{dra.checkpoint_path}: {err} — {hint}") from None
-        self.dra = dra
-        flow = DRAFlow(
-            dra,
-            claims,
-            retry_period=config.dra_retry_period,
-            selectors=CelSelectors(),
-        )
+        self.dra = flow.manager = dra
         self._dra_flow = flow
         slices.on_change = flow.changed
         await slices.start()
@@ -319,8 +325,7 @@ class NodeDaemon:
             self._require_topology(),
             self.config.topology.scope,
             paths.checkpoint,
-            self._require_dra_flow().manager,
-            self._require_dra_flow().claims,
+            self._require_dra_flow(),
             self._slices_folder(),
             self.config.node_name,
             self.pods,

@@ -48,6 +48,7 @@ async def restore_running(
     record.warnings = await allocate_pod(topology, manager, record.pod, already_running=True)
     options = await start_containers(manager, record.pod, already_running=True)
     if has_claims(record):
+        dra.restore(record)
         try:
             options = dra.run_options(record, options)
         except DRAError as err:

@@ -114,7 +114,7 @@ class PodSync:
             log.info("the node rebooted: pods in the checkpoint are admitted again, with checks")
         result = await asyncio.to_thread(self._folder.scan)
         self._report_bad_files(result)
-        self._dra.claims.update(result.dra.claims)
+        self._dra.update_documents(result.dra)
         new: list[PodRecord] = []
         restored: list[str] = []
         for m in result.pods:
@@ -171,8 +171,7 @@ class PodSync:
 
     async def _reconcile(self, result: ScanResult) -> None:
         self._report_bad_files(result)
-        if self._dra.claims.update(result.dra.claims):
-            self._dra.changed()
+        self._dra.update_documents(result.dra)
         current = {m.uid: m for m in result.pods}
         changed = False
         files = {m.file for m in result.pods}

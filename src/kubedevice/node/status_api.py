@@ -16,9 +16,8 @@ from kubedevice.node.http import Handler, PrefixHandler, Response
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from kubedevice.dra import DRAManager
     from kubedevice.manager import DeviceManager
-    from kubedevice.node.dra.claim_store import ClaimStore
+    from kubedevice.node.dra.flow import DRAFlow
     from kubedevice.node.dra.slice_folder import SliceFolder
     from kubedevice.node.pods import PodTable
     from kubedevice.topology import TopologyManager
@@ -30,8 +29,7 @@ class StatusAPI:
     topology: TopologyManager
     scope: str
     checkpoint: Path
-    dra: DRAManager
-    claims: ClaimStore
+    dra: DRAFlow
     slices: SliceFolder
     node_name: str
     pods: PodTable
@@ -56,14 +54,14 @@ class StatusAPI:
         from kubedevice.node.dra.views import node_dra_view
 
         view = views.node_view(self.manager, self.checkpoint, self.topology, self.scope)
-        view.update(node_dra_view(self.node_name, self.dra, self.slices))
+        view.update(node_dra_view(self.node_name, self.dra.manager, self.slices))
         return Response.json(view)
 
     def _pods(self) -> Response:
         from kubedevice.node import views
         from kubedevice.node.dra.views import DRAPodView
 
-        claims = DRAPodView(self.claims, self.dra)
+        claims = DRAPodView(self.dra)
         return Response.json(
             views.pods_view(self.manager, self.pods, self.bad_files(), self.topology, claims)
         )
@@ -71,17 +69,17 @@ class StatusAPI:
     def _claims(self) -> Response:
         from kubedevice.node.dra.views import claims_view
 
-        return Response.json(claims_view(self.claims, self.dra, self.pods))
+        return Response.json(claims_view(self.dra, self.pods))
 
     def _claim(self, rest: str) -> Response:
-        from kubedevice.node.dra.views import claim_path, not_found
+        from kubedevice.node.dra.views import claim_answer, claim_path, not_found
 
         where = claim_path(rest)
         if where is None:
             return Response.json(
                 {"error": f"no such path /claims/{rest}; try /claims/<namespace>/<name>"}, 404
             )
-        claim = self.claims.claim_json(*where)
+        claim = claim_answer(self.dra, *where)
         return Response.json(claim) if claim is not None else Response.json(not_found(where[1]), 404)
 
     def _slices(self) -> Response:

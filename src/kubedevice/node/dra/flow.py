@@ -1,8 +1,10 @@
 """The pod flow's DRA step: claims prepared between admission and the containers' start, unprepared before
 a removed pod goes (the kubelet's SyncPod and SyncTerminatingPod around its DRA manager).
 
-A pod with claims is admitted by the device manager first; then the daemon, as scheduler, reserves its
-claims, and the DRA manager prepares them. A failure does not fail the pod: it stays Pending, keeps its
+A pod with claims is admitted by the device manager first; then the daemon, as claim controller and
+scheduler, decides its DRA step (node.dra.dra_step: claims generated from templates, allocated, reserved;
+recorded in `dra_claims.json`), and the DRA manager prepares them. A failure does not fail the pod: it
+stays Pending, keeps its
 device-plugin devices and tries again on any relevant change (manifests, ResourceSlices, a driver's
 registration) and at least every `retry_period`. Once prepared, each container's run options get the DRA
 CDI IDs before the device manager's. A pod whose manifest is removed while a claim entry lists it is
@@ -17,13 +19,19 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
+from kubedevice.checkpoint import CheckpointError
 from kubedevice.dra import DRAManager, DynamicResource, PrepareError, UnprepareError
 from kubedevice.dra import types as dra
 from kubedevice.manager import RunContainerOptions
-from kubedevice.node.dra.claim_store import ClaimStore, ReservationError
-from kubedevice.node.dra.model import SelectorCompiler
+from kubedevice.node.dra.cel import CelSelectors
+from kubedevice.node.dra.claim_state import ClaimRecord, ClaimState, ClaimStateFile, reconcile_at_start
+from kubedevice.node.dra.claim_view import ClaimView
+from kubedevice.node.dra.dra_step import DRAContext, dra_step, restore_pod
+from kubedevice.node.dra.extended import ExtendedRoutes
+from kubedevice.node.dra.model import DRADocuments, Pool
+from kubedevice.node.dra.reservation import pod_removed
 from kubedevice.node.pods import PodRecord
 from kubedevice.pluginwatcher import PluginHandler
 
@@ -79,11 +87,6 @@ def has_claims(record: PodRecord) -> bool:
     return bool(record.manifest.claims)
 
 
-def dra_pod(record: PodRecord) -> dra.Pod:
-    """The pod as the DRA manager sees it."""
-    return record.manifest.dra_pod()
-
-
 class DRAFlow:
     """Prepares the claims of admitted pods and unprepares those of removed pods, on one DRA manager.
 
@@ -91,23 +94,74 @@ class DRAFlow:
     """
 
     on_gone: Callable[[PodRecord], None] | None = None
+    #: The DRA manager, given once it is made (it reads its claims from `claims`).
+    manager: DRAManager
 
     def __init__(
         self,
-        manager: DRAManager,
-        claims: ClaimStore,
+        state: ClaimState,
+        state_file: ClaimStateFile,
         *,
+        node_name: str,
+        pools: Callable[[], Sequence[Pool]],
+        known_pods: Callable[[], Collection[str]],
         retry_period: float,
-        selectors: SelectorCompiler | None = None,
+        reconcile_period: float,
     ) -> None:
-        self.manager = manager
-        self.claims = claims
-        #: Checks the CEL selectors of claims, templates and classes as the manifests are read.
-        self.selectors = selectors
+        self.state = state
+        self._state_file = state_file
+        self._node_name = node_name
+        self._pools = pools
+        self._known_pods = known_pods
+        self._reconcile_period = reconcile_period
+        self._tidy_task: asyncio.Task[None] | None = None
+        #: The last manifest scan's DRA documents.
+        self.documents = DRADocuments()
+        #: The claims as an API server shows them: the DRA manager's ClaimSource.
+        self.claims = ClaimView(lambda: self.documents, state)
+        #: Compile selectors as the manifests are read, and evaluate them in allocations (one cache).
+        self.selectors = CelSelectors()
         self._retry_period = retry_period
         self._changed = Signal()
         self._registered = Signal()
         self._terminating: dict[str, asyncio.Task[None]] = {}
+        #: Each pod's DRA view (its generated claims' names, its special claim) from its last step.
+        self._pods: dict[str, dra.Pod] = {}
+        self._save_lock = asyncio.Lock()
+        self._saves: set[asyncio.Task[None]] = set()
+
+    def dra_pod(self, record: PodRecord) -> dra.Pod:
+        """The pod as the DRA manager sees it."""
+        return self._pods.get(record.uid) or record.manifest.dra_pod()
+
+    def update_documents(self, documents: DRADocuments) -> None:
+        """A scan's DRA documents; pods waiting for their claims try again when they changed."""
+        if documents is not self.documents:
+            self.documents = documents
+            self._changed.fire()
+
+    def _apply(self, updates: Mapping[str, ClaimRecord | None]) -> bool:
+        """Apply a decision to the claim state and save it (in order, on a thread) when it changed."""
+        if not self.state.apply(updates):
+            return False
+        task = asyncio.create_task(self._save(), name="save dra_claims.json")
+        self._saves.add(task)
+        task.add_done_callback(self._saves.discard)
+        return True
+
+    async def _save(self) -> None:
+        async with self._save_lock:
+            blob = self.state.encode()  # the state as it is now, encoded on the loop
+            try:
+                await asyncio.to_thread(self._state_file.write, blob)
+            except (OSError, CheckpointError) as err:
+                log.error("cannot write %s: %s", self._state_file.path, err)
+
+    def _release(self, uid: str) -> None:
+        """The pod is gone (unprepared, or never prepared): its reservations and generated claims go."""
+        if self._apply(pod_removed(self.state, uid)):
+            self._changed.fire()  # its devices may be free again
+        self._pods.pop(uid, None)
 
     def plugin_handler(self) -> PluginHandler:
         """The DRA manager's handler for the plugins_registry watcher, which also wakes waiting pods."""
@@ -121,37 +175,72 @@ class DRAFlow:
         """Something a waiting pod may be waiting for changed (claims, slices, a pod gone): try again."""
         self._changed.fire()
 
+    def restore(self, record: PodRecord) -> None:
+        """A pod running before the restart: its DRA view (generated claims, special claim) comes back
+        from the claim state, nothing decided anew."""
+        result = restore_pod(record.pod, record.manifest.claims, self.state, self.documents)
+        self._apply(result.updates)
+        self._pods[record.uid] = result.pod
+
     def sources_ready(self, records: Iterable[PodRecord]) -> None:
-        """Every pod is known (the first manifest scan): reservations restored, the reconcile pass on."""
-        self.claims.seed(
-            ((s.key, s.claim_uid, s.pod_uids or ()) for s, _prepared in self.manager.claim_infos()),
-            {r.uid: r.pod.name for r in records},
-        )
+        """Every pod is known (the first manifest scan): the claim state brought in line with the
+        manifests and the restored cache, and the DRA manager's reconcile pass on."""
+        cache = [s for s, _prepared in self.manager.claim_infos()]
+        self._apply(reconcile_at_start(self.state, self.documents, [r.uid for r in records], cache))
         self.manager.sources_ready = True
+        self._tidy_task = asyncio.create_task(self._tidy_loop(), name="dra claim state")
+
+    async def _tidy_loop(self) -> None:
+        """The DRA manager's reconcile pass, then the claim state brought in line with what it unprepared
+        (reservations of pods gone, their generated claims, the allocations they held): now (the first
+        scan), whenever a DRA driver registers, and every reconcile period."""
+        while True:
+            registered = self._registered.current()
+            try:
+                await self.manager.reconcile()
+            except Exception:
+                log.exception("DRA reconcile pass failed")
+            cache = [s for s, _prepared in self.manager.claim_infos()]
+            known = set(self._known_pods())
+            if self._apply(reconcile_at_start(self.state, self.documents, known, cache)):
+                self._changed.fire()  # devices may be free again
+            await wait_for(registered, self._reconcile_period)
 
     async def stop(self) -> None:
+        if self._tidy_task is not None:
+            self._tidy_task.cancel()
+            await asyncio.gather(self._tidy_task, return_exceptions=True)
         for task in self._terminating.values():
             task.cancel()
         await asyncio.gather(*self._terminating.values(), return_exceptions=True)
         self._terminating.clear()
+        await asyncio.gather(*self._saves, return_exceptions=True)
 
     # --- preparing ---
 
     async def prepare(self, record: PodRecord) -> bool:
-        """One try: the claims reserved for the pod, then PrepareResources. On failure the pod's reason and
-        message say why (it stays Pending); on success they are cleared."""
-        pod = dra_pod(record)
-        try:
-            self.claims.reserve(pod)
-            await self.manager.prepare_resources(pod)
-        except ReservationError as err:
-            _waiting(record, UNSCHEDULABLE, str(err))
+        """One try: the pod's DRA step (claims generated, allocated, reserved), then PrepareResources. On
+        failure the pod's reason and message say why (it stays Pending); on success they are cleared."""
+        context = DRAContext(
+            documents=self.documents,
+            pools=self._pools(),
+            node_name=self._node_name,
+            cache=[s for s, _prepared in self.manager.claim_infos()],
+            selectors=self.selectors,
+        )
+        step = dra_step(record.pod, record.manifest.claims, ExtendedRoutes(), self.state, context)
+        self._apply(step.updates)
+        self._pods[record.uid] = step.pod
+        if step.waiting is not None:
+            _waiting(record, step.waiting.reason, step.waiting.message, step.waiting.detail)
             return False
+        try:
+            await self.manager.prepare_resources(step.pod)
         except PrepareError as err:
             _waiting(record, PREPARE_FAILED, f"Failed to prepare dynamic resources: {err}")
             return False
         if record.reason in (PREPARE_FAILED, UNSCHEDULABLE):
-            record.reason, record.message = "", ""
+            record.reason, record.message, record.detail = "", "", ""
         return True
 
     async def until_prepared(
@@ -174,7 +263,7 @@ class DRAFlow:
     ) -> dict[str, RunContainerOptions | None]:
         """Each container's run options with its DRA CDI IDs first, then the device manager's, each ID
         once. Raises DRAError when a claim of the pod is not in the DRA manager's cache."""
-        pod = dra_pod(record)
+        pod = self.dra_pod(record)
         out: dict[str, RunContainerOptions | None] = {}
         for name, opts in options.items():
             container = pod.container(name)
@@ -191,7 +280,7 @@ class DRAFlow:
         pod still waiting for them (the kubelet finds no claim info either, and would log so each time)."""
         if not has_claims(record) or record.phase == "Pending":
             return []
-        pod = dra_pod(record)
+        pod = self.dra_pod(record)
         c = pod.container(container)
         return self.manager.get_dynamic_resources(pod, c) if c is not None else []
 
@@ -204,7 +293,7 @@ class DRAFlow:
             return True
         self._changed.fire()  # a pod waiting for its claims sees it is gone
         if not (has_claims(record) and self.manager.pod_might_need_to_unprepare_resources(record.uid)):
-            self.claims.release(record.uid)
+            self._release(record.uid)
             return False
         record.terminating = True
         self._terminating[record.uid] = asyncio.create_task(
@@ -213,7 +302,7 @@ class DRAFlow:
         return True
 
     async def _unprepare(self, record: PodRecord) -> None:
-        pod = dra_pod(record)
+        pod = self.dra_pod(record)
         while True:
             registered = self._registered.current()
             try:
@@ -226,7 +315,7 @@ class DRAFlow:
             await wait_for(registered, self._retry_period)
         log.info("pod %s/%s (%s): its claims are unprepared; it is gone", pod.namespace, pod.name, pod.uid)
         self._terminating.pop(record.uid, None)
-        self.claims.release(record.uid)
+        self._release(record.uid)
         self._changed.fire()
         if self.on_gone is not None:
             self.on_gone(record)
@@ -234,18 +323,17 @@ class DRAFlow:
     def forget_unprepared(self, uid: str) -> bool:
         """A pod removed while its prepare ran: the reconcile pass unprepares what the prepare recorded.
         Returns False (the pod is not to be started)."""
-        self.claims.release(uid)
         if self.manager.pod_might_need_to_unprepare_resources(uid):
             task = asyncio.create_task(self.manager.reconcile(), name="dra reconcile")
             task.add_done_callback(_log_failure)
         return False
 
 
-def _waiting(record: PodRecord, reason: str, message: str) -> None:
+def _waiting(record: PodRecord, reason: str, message: str, detail: str = "") -> None:
     if record.message != message:
         pod = record.pod
         log.warning("pod %s/%s (%s) waits: %s", pod.namespace, pod.name, pod.uid, message)
-    record.reason, record.message = reason, message
+    record.reason, record.message, record.detail = reason, message, detail
 
 
 def _log_failure(task: asyncio.Task[int]) -> None:

@@ -10,8 +10,8 @@ from urllib.parse import unquote
 from kubedevice.checkpoint.dra_model import ClaimInfoState
 from kubedevice.dra import DRAError, DRAManager
 from kubedevice.dra.claim_names import resolve
-from kubedevice.node.dra.claim_store import ClaimStore, consumer_json
-from kubedevice.node.dra.flow import dra_pod, has_claims
+from kubedevice.node.dra.claim_json import claim_json, consumer_json
+from kubedevice.node.dra.flow import DRAFlow, has_claims
 from kubedevice.node.dra.slice_folder import SliceFolder
 from kubedevice.node.pods import PodRecord
 
@@ -40,26 +40,41 @@ def _devices(state: ClaimInfoState) -> list[dict[str, Any]]:
     return devices
 
 
-def claims_view(store: ClaimStore, dra: DRAManager, records: Iterable[PodRecord]) -> dict[str, Any]:
-    """`/claims`: every claim document and every claim the DRA manager still holds (its document may be
-    gone), sorted by namespace/name, with allocation, reservation, prepared state, devices and pods."""
-    infos = claim_infos(dra)
+def claims_view(flow: DRAFlow, records: Iterable[PodRecord]) -> dict[str, Any]:
+    """`/claims`: every claim (documents and generated ones) and every claim the DRA manager still holds
+    (its document may be gone), sorted by namespace/name: allocation and who made it, reservation and who
+    wrote it, the cache entry's pods, devices and CDI IDs, whether it was prepared in this run."""
+    infos = claim_infos(flow.manager)
     names = {r.uid: f"{r.pod.namespace}/{r.pod.name}" for r in records}
-    docs = {d.meta.key: d for d in store.documents()}
+    claims = {c.meta.key: c for c in flow.claims.claims()}
     out = []
-    for key in sorted(set(docs) | set(infos)):
-        doc = docs.get(key)
+    for key in sorted(set(claims) | set(infos)):
+        claim = claims.get(key)
+        document = flow.documents.claims.get(key)
+        record = flow.state.get(key)
         state, prepared = infos.get(key, (None, False))
         namespace, _, name = key.partition("/")
         cached_uid = state.claim_uid if state is not None else None
+        # The document that is this claim object (not a replaced one the cache still holds).
+        written = (
+            document
+            if document is not None and claim is not None and document.meta.uid == claim.meta.uid
+            else None
+        )
         entry: dict[str, Any] = {
             "namespace": namespace,
             "name": name,
-            "uid": doc.meta.uid if doc is not None else cached_uid,
-            "file": doc.meta.source if doc is not None else None,
-            "allocation": doc.allocation.to_json() if doc is not None and doc.allocation else None,
-            "reservedFor": [consumer_json(r) for r in store.reserved_for(doc)] if doc is not None else [],
-            "reservedBy": None if doc is None else "manifest" if doc.reserved_for is not None else "daemon",
+            "uid": claim.meta.uid if claim is not None else cached_uid,
+            "file": document.meta.source if document is not None else None,
+            "generatedFor": record.generated_for if record is not None else None,
+            "extendedFor": record.extended_for if record is not None else None,
+            "allocation": claim.allocation.to_json() if claim is not None and claim.allocation else None,
+            "allocatedBy": _by(
+                claim is not None and claim.allocation is not None,
+                written is not None and written.allocation is not None,
+            ),
+            "reservedFor": [consumer_json(r) for r in claim.reserved_for or ()] if claim is not None else [],
+            "reservedBy": _by(claim is not None, written is not None and written.reserved_for is not None),
             # The cache entry: the pods it lists, its devices; `prepared` says it was prepared in this run
             # of the daemon (an entry restored from the checkpoint is not, though its pods run).
             "cached": state is not None,
@@ -73,6 +88,19 @@ def claims_view(store: ClaimStore, dra: DRAManager, records: Iterable[PodRecord]
         entry["cdiDevices"] = list(dict.fromkeys(c for d in entry["devices"] for c in d["cdiDevices"]))
         out.append(entry)
     return {"claims": out}
+
+
+def _by(present: bool, in_manifest: bool) -> str | None:
+    """Who wrote a claim's allocation or reservation: the manifest, the daemon, or None (nobody)."""
+    if not present:
+        return None
+    return "manifest" if in_manifest else "daemon"
+
+
+def claim_answer(flow: DRAFlow, namespace: str, name: str) -> dict[str, Any] | None:
+    """`/claims/<ns>/<name>`: the claim in the v1 shape, None when there is none."""
+    claim = flow.claims.claim(namespace, name)
+    return claim_json(claim) if claim is not None else None
 
 
 def claim_path(rest: str) -> tuple[str, str] | None:
@@ -124,11 +152,11 @@ def node_dra_view(node_name: str, dra: DRAManager, folder: SliceFolder) -> dict[
     return {"nodeName": node_name, "draDrivers": drivers, "unregisteredSliceDrivers": unregistered}
 
 
-def pod_claims_view(record: PodRecord, store: ClaimStore, infos: Infos) -> list[dict[str, Any]]:
+def pod_claims_view(record: PodRecord, flow: DRAFlow, infos: Infos) -> list[dict[str, Any]]:
     """A pod's claims: each pod claim, the claim it resolves to, and whether its cache entry lists the pod."""
     if not has_claims(record):
         return []
-    pod = dra_pod(record)
+    pod = flow.dra_pod(record)
     out: list[dict[str, Any]] = []
     for pod_claim in pod.resource_claims:
         try:
@@ -138,7 +166,7 @@ def pod_claims_view(record: PodRecord, store: ClaimStore, infos: Infos) -> list[
             continue
         claim = resolved.claim_name if resolved is not None else None
         state, prepared = infos.get(f"{pod.namespace}/{claim}", (None, False))
-        doc = store.document(pod.namespace, claim) if claim is not None else None
+        doc = flow.claims.claim(pod.namespace, claim) if claim is not None else None
         out.append(
             {
                 "name": pod_claim.name,
@@ -152,17 +180,17 @@ def pod_claims_view(record: PodRecord, store: ClaimStore, infos: Infos) -> list[
     return out
 
 
-def container_claims_view(dra: DRAManager, record: PodRecord, container: str) -> list[dict[str, Any]]:
+def container_claims_view(flow: DRAFlow, record: PodRecord, container: str) -> list[dict[str, Any]]:
     """A container's claims and their devices, each CDI ID once (PodResources repeats them); empty while
     its claims are not prepared."""
     if not has_claims(record):
         return []
-    pod = dra_pod(record)
+    pod = flow.dra_pod(record)
     c = pod.container(container)
     if c is None or not c.claims:
         return []
     try:
-        infos = dra.get_container_claim_infos(pod, c)
+        infos = flow.manager.get_container_claim_infos(pod, c)
     except DRAError:
         return []
     out = []
@@ -181,13 +209,12 @@ def container_claims_view(dra: DRAManager, record: PodRecord, container: str) ->
 class DRAPodView:
     """The DRA part of `/pods` (views.PodClaimsView), over one answer's snapshot of the claim cache."""
 
-    def __init__(self, store: ClaimStore, dra: DRAManager) -> None:
-        self._store = store
-        self._dra = dra
-        self._infos = claim_infos(dra)
+    def __init__(self, flow: DRAFlow) -> None:
+        self._flow = flow
+        self._infos = claim_infos(flow.manager)
 
     def pod_claims(self, record: PodRecord) -> list[dict[str, Any]]:
-        return pod_claims_view(record, self._store, self._infos)
+        return pod_claims_view(record, self._flow, self._infos)
 
     def container_claims(self, record: PodRecord, container: str) -> list[dict[str, Any]]:
-        return container_claims_view(self._dra, record, container)
+        return container_claims_view(self._flow, record, container)
