@@ -373,6 +373,14 @@ def test_a_template_claim_is_generated_allocated_prepared_and_deleted_with_its_p
     as_json = node.try_status(f"/claims/default/{generated}")
     (owner,) = as_json["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == ("Pod", "t", pod["uid"], True)
+    # A restart keeps the generated claim (same name) and the pod's devices, with no prepare call.
+    assert node.kill_daemon(2) == 0
+    node.start_daemon()
+    again = node.wait_phase("t", "Running")
+    assert again["resourceClaims"][0]["resourceClaimName"] == generated
+    assert again["containers"][0]["cdiDevices"] == [f"{DRIVER}/gpu=gpu-0"]
+    assert len(node.events("prepare")) == 1 and node.events("prepare-cached") == []
+    wait_for(node.driver_devices, "the plugin to register with the new daemon")
     (node.paths.manifests / "t.yaml").unlink()
     node.wait_gone("t")
     wait_for(lambda: node.claim(generated) is None, "the generated claim to be deleted")
