@@ -7,14 +7,13 @@ FAIL is a `<failure>` with the detail, WARN a passing case whose `<system-out>` 
 
 from __future__ import annotations
 
-import os
 import socket
-import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from kubedevice.atomic_file import write_atomic
 from kubedevice.conformance.report import Report, Result
 
 SUITE = "kubedevice conformance"
@@ -62,12 +61,4 @@ def to_junit_xml(report: Report, command: Sequence[str], seconds: float) -> byte
 
 def write_junit_xml(path: Path, document: bytes) -> None:
     """Write atomically: a CI step reading the file never sees half of it."""
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(document)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, document, durable=False)

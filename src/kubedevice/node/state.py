@@ -19,11 +19,12 @@ import json
 import logging
 import os
 import re
-import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from kubedevice.atomic_file import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -133,14 +134,4 @@ def _write_atomic(path: Path, pods: dict[str, SavedPod], boot_id: str) -> None:
         indent=1,
         sort_keys=True,
     )
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, body, prefix=".")

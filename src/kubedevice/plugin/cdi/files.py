@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from kubedevice.atomic_file import write_atomic
 from kubedevice.cdi_names import CDIError
 from kubedevice.plugin.cdi.spec import CDIDevice, CDISpec, ContainerEdits, DeviceNode, Hook, Mount
 
@@ -101,21 +101,9 @@ def write_spec(spec: CDISpec, spec_dir: Path = DEFAULT_SPEC_DIR, *, file_name: s
 
     The file is ``spec.file_name()`` unless ``file_name`` names it (one spec per DRA claim, say).
     """
-    spec_dir.mkdir(parents=True, exist_ok=True)
     path = spec_dir / (file_name or spec.file_name())
-    fd, temp = tempfile.mkstemp(dir=spec_dir, prefix=f".{path.stem}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(spec.to_json(), handle, indent=2)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        # Readable by every runtime, whatever the writer's umask.
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    # Readable by every runtime, whatever the writer's umask; runtimes skip hidden files while it is written.
+    write_atomic(path, json.dumps(spec.to_json(), indent=2) + "\n", mode=0o644, prefix=f".{path.stem}.")
     return path
 
 

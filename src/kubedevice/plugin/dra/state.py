@@ -16,12 +16,12 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kubedevice.atomic_file import write_atomic
 from kubedevice.plugin.errors import ConfigError
 
 STATE_VERSION = 1
@@ -111,23 +111,7 @@ def save_state(path: Path, state: ClaimState) -> None:
         "version": STATE_VERSION,
         "claims": {uid: entry.to_json() for uid, entry in sorted(state.claims.items())},
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1, sort_keys=True)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
+    write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n", sync_folder=True)
 
 
 class CallLock:

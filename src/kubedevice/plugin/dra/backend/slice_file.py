@@ -7,12 +7,12 @@ name (ending in `.tmp`, which the daemon skips) and renamed into place: it never
 from __future__ import annotations
 
 import contextlib
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from kubedevice.atomic_file import write_atomic
 
 SLICE_DIR_NAME = "resourceslices"
 
@@ -35,19 +35,8 @@ def render(driver: str, documents: list[dict[str, Any]]) -> str:
 
 def write(path: Path, text: str) -> None:
     """Write `text` to `path` (its folder created if missing) by temp file, fsync and rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        # The daemon may run as another user than the plugin.
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    # The daemon may run as another user than the plugin.
+    write_atomic(path, text, mode=0o644)
 
 
 def read_generation(path: Path) -> int:
