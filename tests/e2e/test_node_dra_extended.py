@@ -1,0 +1,133 @@
+"""DRA-backed extended resources in the node daemon, with real processes: `limits: example.com/gpu: 1` met
+by the fake DRA driver through a DeviceClass when no device plugin serves the name, by the device plugin
+when one is registered; the decision recorded and kept across a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Iterator
+
+import grpc.aio
+import pytest
+
+from kubedevice.api.podresources.v1 import api_pb2 as pr
+from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
+from tests.node_dra_helpers import DRIVER, DRANodeProcesses, dra_node_processes, pod_yaml
+from tests.node_helpers import wait_for
+
+P = "0b7e6a52-0000-4000-8000-0000000000e1"
+Q = "0b7e6a52-0000-4000-8000-0000000000e2"
+R = "0b7e6a52-0000-4000-8000-0000000000e3"
+EXTENDED_CLASS = """apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu}
+spec:
+  selectors:
+  - cel: {expression: 'device.driver == "gpu.example.com"'}
+  extendedResourceName: example.com/gpu
+"""
+WARNING = (
+    "extended resource example.com/gpu is offered by a device plugin and by DeviceClass gpu; "
+    "the device plugin serves it"
+)
+
+
+@pytest.fixture
+def node() -> Iterator[DRANodeProcesses]:
+    yield from dra_node_processes()
+
+
+def _pod_resources(node: DRANodeProcesses, name: str) -> pr.PodResources:
+    async def call() -> pr.PodResources:
+        async with grpc.aio.insecure_channel(f"unix://{node.paths.pod_resources_socket}") as channel:
+            stub = pr_grpc.PodResourcesListerStub(channel)
+            request = pr.GetPodResourcesRequest(pod_name=name, pod_namespace="default")
+            return (await stub.Get(request, timeout=5)).pod_resources
+
+    return asyncio.run(call())
+
+
+def _mapping(resource: str) -> list[dict[str, str]]:
+    return [{"containerName": "main", "resourceName": resource, "requestName": "container-0-request-0"}]
+
+
+def test_an_extended_resource_met_by_dra_then_by_a_device_plugin_registered_later(
+    node: DRANodeProcesses,
+) -> None:
+    """Scenarios 25 and 26: no device plugin, so the special claim, one prepare and the CDI device; the
+    class's implicit name too; after a restart the decision stands while a device plugin now serves the
+    name to new pods, and /node warns of the two sources."""
+    node.start_daemon()
+    node.start_dra_plugin()
+    node.write_manifest("class.yaml", EXTENDED_CLASS)
+    node.write_manifest("p.yaml", pod_yaml("p", uid=P, limits={"example.com/gpu": 1}))
+    pod = node.wait_phase("p", "Running")
+
+    status = pod["extendedResourceClaimStatus"]
+    special = status["resourceClaimName"]
+    assert re.fullmatch(r"p-extended-resources-[a-z0-9]{5}", special), special
+    assert status["requestMappings"] == _mapping("example.com/gpu")
+    main = pod["containers"][0]
+    # The device manager was not asked: no device, no "no plugin serves" warning.
+    assert (main["devices"], pod["warnings"]) == ({}, [])
+    assert main["cdiDevices"] == [f"{DRIVER}/gpu=gpu-0"]
+    assert [c["claim"] for c in main["claims"]] == [f"default/{special}"]
+    assert [e["claim"] for e in node.events("prepare")] == [f"default/{special}"]
+
+    claim = node.try_status(f"/claims/default/{special}")
+    assert claim["metadata"]["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
+    (owner,) = claim["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == ("Pod", "p", P, True)
+    (request,) = claim["spec"]["devices"]["requests"]
+    assert request == {
+        "name": "container-0-request-0",
+        "exactly": {"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1},
+    }
+    assert claim["status"]["allocation"]["devices"]["results"] == [
+        {"request": "container-0-request-0", "driver": DRIVER, "pool": "node-1", "device": "gpu-0"}
+    ]
+    listed = node.claim(special)
+    assert listed is not None and listed["extendedFor"] == P
+    recorded = json.loads((node.root / "dra_claims.json").read_text())["claims"][f"default/{special}"]
+    assert (recorded["extendedFor"], recorded["extendedResources"]) == (P, {"example.com/gpu": "gpu"})
+
+    (container,) = _pod_resources(node, "p").containers
+    assert list(container.devices) == []
+    (dynamic,) = container.dynamic_resources
+    assert (dynamic.claim_name, [r.device_name for r in dynamic.claim_resources]) == (special, ["gpu-0"])
+
+    # Every class is an extended resource under its implicit name too.
+    implicit = "deviceclass.resource.kubernetes.io/gpu"
+    node.write_manifest("q.yaml", pod_yaml("q", uid=Q, limits={implicit: 1}))
+    q = node.wait_phase("q", "Running")
+    assert q["extendedResourceClaimStatus"]["requestMappings"] == _mapping(implicit)
+    assert q["containers"][0]["cdiDevices"] == [f"{DRIVER}/gpu=gpu-1"]
+    assert node.node()["extendedResourceWarnings"] == []
+
+    # A restart keeps the decision, with no prepare call; a device plugin for the name registers after.
+    assert node.kill_daemon(2) == 0
+    node.start_daemon()
+    again = node.wait_phase("p", "Running")
+    assert again["extendedResourceClaimStatus"] == status
+    assert again["containers"][0]["cdiDevices"] == [f"{DRIVER}/gpu=gpu-0"]
+    node.start_plugin("example.com/gpu", 2)
+    node.wait_capacity("example.com/gpu", 2)
+    assert node.node()["extendedResourceWarnings"] == [WARNING]
+
+    # Scenario 26: a new pod of the name goes to the device plugin; no special claim, no prepare.
+    node.write_manifest("r.yaml", pod_yaml("r", uid=R, limits={"example.com/gpu": 1}))
+    r = node.wait_phase("r", "Running")
+    assert r["extendedResourceClaimStatus"] is None
+    assert [len(ids) for ids in r["containers"][0]["devices"].values()] == [1]
+    assert r["containers"][0]["claims"] == [] and r["resourceClaims"] == []
+    assert len(node.events("prepare")) == 2 and node.events("prepare-cached") == []
+    # p still holds its DRA device, not a device plugin's.
+    assert node.pod("p")["containers"][0]["devices"] == {}  # type: ignore[index]
+
+    # Its pod gone, the special claim is unprepared and deleted.
+    (node.paths.manifests / "p.yaml").unlink()
+    node.wait_gone("p")
+    wait_for(lambda: node.claim(special) is None, "the special claim to be deleted")
+    assert [e["claim"] for e in node.events("unprepare")] == [f"default/{special}"]
