@@ -105,8 +105,25 @@ def test_an_extended_resource_met_by_dra_then_by_a_device_plugin_registered_late
     assert q["extendedResourceClaimStatus"]["requestMappings"] == _mapping(implicit)
     assert q["containers"][0]["cdiDevices"] == [f"{DRIVER}/gpu=gpu-1"]
     assert node.node()["extendedResourceWarnings"] == []
+    # No class maps the name: the device manager's path, as for any name no plugin serves.
+    missing = "deviceclass.resource.kubernetes.io/missing"
+    node.write_manifest("n.yaml", pod_yaml("n", limits={missing: 1}))
+    n = node.wait_phase("n", "Running")
+    assert n["extendedResourceClaimStatus"] is None
+    assert n["warnings"] == [f"{missing}: no plugin serves this resource; the container runs without it"]
 
-    # A restart keeps the decision, with no prepare call; a device plugin for the name registers after.
+    # Both devices are taken: a pod wanting two waits, and says why.
+    node.write_manifest("big.yaml", pod_yaml("big", limits={"example.com/gpu": 2}))
+    big = node.wait_message("big", "cannot allocate all claims")
+    big_claim = big["extendedResourceClaimStatus"]["resourceClaimName"]
+    assert (big["phase"], big["reason"], big["message"]) == (
+        "Pending",
+        "Unschedulable",
+        f'cannot allocate all claims: ResourceClaim default/{big_claim}, request "container-0-request-0": '
+        "2 matching device(s) wanted, 0 free",
+    )
+
+    # A restart keeps the decisions, with no prepare call; a device plugin for the name registers after.
     assert node.kill_daemon(2) == 0
     node.start_daemon()
     again = node.wait_phase("p", "Running")
@@ -115,6 +132,11 @@ def test_an_extended_resource_met_by_dra_then_by_a_device_plugin_registered_late
     node.start_plugin("example.com/gpu", 2)
     node.wait_capacity("example.com/gpu", 2)
     assert node.node()["extendedResourceWarnings"] == [WARNING]
+    # The waiting pod keeps its DRA decision though a device plugin now has two free devices.
+    assert (
+        node.wait_message("big", big["message"])["extendedResourceClaimStatus"]["resourceClaimName"]
+        == big_claim
+    )
 
     # Scenario 26: a new pod of the name goes to the device plugin; no special claim, no prepare.
     node.write_manifest("r.yaml", pod_yaml("r", uid=R, limits={"example.com/gpu": 1}))
