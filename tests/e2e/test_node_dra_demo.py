@@ -198,6 +198,9 @@ ALL_OR_NOTHING = (
 )
 
 
+FLAGS = ("--numa-nodes", "2", "--capacity", "memory=8Gi", "--attribute", "model=LATEST-GPU-MODEL")
+
+
 @pytest.fixture
 def node() -> Iterator[DRANodeProcesses]:
     yield from dra_node_processes()
@@ -236,11 +239,7 @@ def test_demo_manifests_get_the_devices_upstream_gives_and_keep_them_across_a_re
     node: DRANodeProcesses,
 ) -> None:
     node.start_daemon()
-    node.start_dra_plugin(
-        DRIVER,
-        10,
-        *("--numa-nodes", "2", "--capacity", "memory=8Gi", "--attribute", "model=LATEST-GPU-MODEL"),
-    )
+    node.start_dra_plugin(DRIVER, 10, *FLAGS)
     node.write_manifest("demo.yaml", DEMO + PODS)
     pods = _check_pods(node)
     pod4 = pods["pod4"]
@@ -285,3 +284,18 @@ def test_demo_manifests_get_the_devices_upstream_gives_and_keep_them_across_a_re
     assert {k: v.get("allocation") for k, v in after.items()} == {
         k: v.get("allocation") for k, v in state.items()
     }
+
+    # Scenario 36's end: a third device with index >= 8 published, both claims are allocated in one search.
+    node.stop_dra_plugin()
+    node.start_dra_plugin(DRIVER, 11, *FLAGS)
+    greedy = node.wait_phase("greedy", "Running")
+    # Devices are tried in the order the slice lists them (gpu-10 comes before gpu-2 there).
+    (published,) = [s["devices"] for s in node.try_status("/resourceslices")["resourceSlices"]]
+    order = [d["name"] for d in published]
+    assert order == sorted(f"gpu-{i}" for i in range(11))
+    first, second, third = [name for name in order if int(name.split("-")[1]) >= 8]
+    assert greedy["containers"][0]["cdiDevices"] == [f"{DRIVER}/gpu={d}" for d in (first, second, third)]
+    allocations = _allocations(node)
+    assert allocations[f"{NS}/one-of-two"] == [first]
+    assert allocations[f"{NS}/two-of-two"] == [second, third]
+    _check_pods(node)
