@@ -34,6 +34,18 @@ WARNING = (
 )
 
 
+TWO_CONTAINERS = """apiVersion: v1
+kind: Pod
+metadata: {name: two}
+spec:
+  containers:
+  - name: a
+    resources: {limits: {example.com/gpu: 1}}
+  - name: b
+    resources: {limits: {example.com/gpu: 1}}
+"""
+
+
 @pytest.fixture
 def node() -> Iterator[DRANodeProcesses]:
     yield from dra_node_processes()
@@ -60,7 +72,7 @@ def test_an_extended_resource_met_by_dra_then_by_a_device_plugin_registered_late
     class's implicit name too; after a restart the decision stands while a device plugin now serves the
     name to new pods, and /node warns of the two sources."""
     node.start_daemon()
-    node.start_dra_plugin()
+    node.start_dra_plugin(DRIVER, 4)
     node.write_manifest("class.yaml", EXTENDED_CLASS)
     node.write_manifest("p.yaml", pod_yaml("p", uid=P, limits={"example.com/gpu": 1}))
     pod = node.wait_phase("p", "Running")
@@ -112,7 +124,22 @@ def test_an_extended_resource_met_by_dra_then_by_a_device_plugin_registered_late
     assert n["extendedResourceClaimStatus"] is None
     assert n["warnings"] == [f"{missing}: no plugin serves this resource; the container runs without it"]
 
-    # Both devices are taken: a pod wanting two waits, and says why.
+    # Two containers: a request each, each container given its own device only.
+    node.write_manifest("two.yaml", TWO_CONTAINERS)
+    two = node.wait_phase("two", "Running")
+    two_claim = two["extendedResourceClaimStatus"]["resourceClaimName"]
+    assert two["extendedResourceClaimStatus"]["requestMappings"] == [
+        {"containerName": "a", "resourceName": "example.com/gpu", "requestName": "container-0-request-0"},
+        {"containerName": "b", "resourceName": "example.com/gpu", "requestName": "container-1-request-0"},
+    ]
+    assert [c["cdiDevices"] for c in two["containers"]] == [[f"{DRIVER}/gpu=gpu-2"], [f"{DRIVER}/gpu=gpu-3"]]
+    # PodResources lists the special claim, with all its devices, for each mapped container.
+    for container in _pod_resources(node, "two").containers:
+        (dynamic,) = container.dynamic_resources
+        assert dynamic.claim_name == two_claim
+        assert [r.device_name for r in dynamic.claim_resources] == ["gpu-2", "gpu-3"]
+
+    # Every device is taken: a pod wanting two waits, and says why.
     node.write_manifest("big.yaml", pod_yaml("big", limits={"example.com/gpu": 2}))
     big = node.wait_message("big", "cannot allocate all claims")
     big_claim = big["extendedResourceClaimStatus"]["resourceClaimName"]
@@ -144,7 +171,7 @@ def test_an_extended_resource_met_by_dra_then_by_a_device_plugin_registered_late
     assert r["extendedResourceClaimStatus"] is None
     assert [len(ids) for ids in r["containers"][0]["devices"].values()] == [1]
     assert r["containers"][0]["claims"] == [] and r["resourceClaims"] == []
-    assert len(node.events("prepare")) == 2 and node.events("prepare-cached") == []
+    assert len(node.events("prepare")) == 3 and node.events("prepare-cached") == []  # p, q, two
     # p still holds its DRA device, not a device plugin's.
     assert node.pod("p")["containers"][0]["devices"] == {}  # type: ignore[index]
 
