@@ -30,8 +30,11 @@ class DRANodeProcesses(NodeProcesses):
     def start_daemon(self, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         return super().start_daemon("--node-name", NODE, *extra, env=env)
 
-    def start_dra_plugin(self, driver: str = DRIVER, devices: int = 2) -> subprocess.Popen[bytes]:
-        """The fake DRA driver, registered and its devices published (waited for)."""
+    def start_dra_plugin(
+        self, driver: str = DRIVER, devices: int = 2, *extra: str
+    ) -> subprocess.Popen[bytes]:
+        """The fake DRA driver, registered and its devices published (waited for); `extra`: more flags
+        (`--attribute`, `--capacity`, `--numa-nodes`)."""
         out = open(self.root / f"dra-{driver}.out", "ab")  # noqa: SIM115 - closed in close()
         err = open(self.root / f"dra-{driver}.log", "ab")  # noqa: SIM115 - closed in close()
         self._logs.extend([out, err])
@@ -40,6 +43,7 @@ class DRANodeProcesses(NodeProcesses):
                 *CLI,
                 *("plugin", "fake", "--driver", driver, "--api", "dra", "--devices", str(devices)),
                 *("--kubelet-dir", str(self.root), "--cdi-spec-dir", str(self.root / "cdi")),
+                *extra,
             ],
             stdin=subprocess.DEVNULL,
             stdout=out,

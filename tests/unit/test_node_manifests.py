@@ -42,6 +42,22 @@ def test_parses_a_pod_with_init_containers_and_sidecars() -> None:
     assert train.limits == {"example.com/gpu": 2}  # cpu and memory are not the device manager's
 
 
+def test_a_device_class_name_is_an_extended_resource_other_kubernetes_io_names_are_native() -> None:
+    """`deviceclass.resource.kubernetes.io/<class>` asks for a device of that class through DRA, though its
+    domain is Kubernetes' own; other `kubernetes.io/` names stay out of the device manager's limits."""
+    pod = b"""apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: main
+    resources:
+      limits: {deviceclass.resource.kubernetes.io/gpu.example.com: 2, example.kubernetes.io/thing: 1}
+"""
+    [m] = parse_manifest("p.yaml", pod)
+    assert m.pod.containers[0].limits == {"deviceclass.resource.kubernetes.io/gpu.example.com": 2}
+
+
 def test_editing_the_pod_makes_a_new_pod_unless_the_uid_is_given() -> None:
     [a] = parse_manifest("p.yaml", GOOD, "/m/p.yaml")
     [b] = parse_manifest("p.yaml", GOOD.replace(b"cpu: 100m", b"cpu: 200m"), "/m/p.yaml")
@@ -123,6 +139,12 @@ def test_several_documents_json_lists_and_succeeded_pods() -> None:
             "bad.yaml",
             GOOD.replace(b"example.com/gpu: 2,", b"Example.com/gpu: 2,"),
             "not a valid extended resource",
+        ),
+        (
+            "bad.yaml",
+            GOOD.replace(b"example.com/gpu: 2", b"deviceclass.resource.kubernetes.io/Big_GPU: 2"),
+            "'deviceclass.resource.kubernetes.io/Big_GPU' is not a valid extended resource name "
+            "(a DeviceClass name must follow the prefix)",
         ),
         ("bad.yaml", GOOD.replace(b"name: setup", b"name: train"), "container name 'train' is used twice"),
         (

@@ -18,8 +18,13 @@ from kubedevice.dra import types as dra
 from kubedevice.manager.registration import is_extended_resource_name
 from kubedevice.manager.types import Container, Pod
 from kubedevice.node.dra.documents import DRADocument, check_kind, parse_dra_document
-from kubedevice.node.dra.fields import DocumentError, Fields
-from kubedevice.node.dra.model import DeviceClassDocument, PodClaims, SelectorCompiler
+from kubedevice.node.dra.fields import DocumentError, Fields, is_dns_subdomain
+from kubedevice.node.dra.model import (
+    IMPLICIT_EXTENDED_RESOURCE_PREFIX,
+    DeviceClassDocument,
+    PodClaims,
+    SelectorCompiler,
+)
 from kubedevice.node.dra.pod_claims import read_pod_claims
 from kubedevice.node.identity import document_digest, document_uid
 from kubedevice.node.quantity import parse_device_count
@@ -280,6 +285,14 @@ def _device_limits(value: Any, where: str) -> dict[str, int]:
 
 
 def _is_extended(resource: str, where: str) -> bool:
+    if resource.startswith(IMPLICIT_EXTENDED_RESOURCE_PREFIX):
+        # Every DeviceClass as an extended resource (DRA-backed only), though its domain is Kubernetes'.
+        if not is_dns_subdomain(resource[len(IMPLICIT_EXTENDED_RESOURCE_PREFIX) :]):
+            raise ManifestError(
+                f"{where}: {resource!r} is not a valid extended resource name "
+                "(a DeviceClass name must follow the prefix)"
+            )
+        return True
     if "/" not in resource or "kubernetes.io/" in resource:
         return False  # cpu, memory, hugepages-*, and other native resources: not the device manager's
     if not is_extended_resource_name(resource):

@@ -45,8 +45,8 @@ async def restore_running(
     (the checkpoint was moved aside): the pod is admitted again, its claims prepared again.
     Raises DeviceManagerError.
     """
-    record.warnings = await allocate_pod(topology, manager, record.pod, already_running=True)
-    options = await start_containers(manager, record.pod, already_running=True)
+    record.warnings = await allocate_pod(topology, manager, record.device_pod, already_running=True)
+    options = await start_containers(manager, record.device_pod, already_running=True)
     if has_claims(record):
         dra.restore(record)
         try:

@@ -120,6 +120,7 @@ class PodSync:
         for m in result.pods:
             record = PodRecord(m)
             self.pods.add(record)
+            self._dra.restore_routes(record)  # a recorded decision: its pod counts as one with claims
             if restore_terminated(record, saved.get(m.uid)):
                 continue
             # A pod with claims ran only if the state file says so: its devices may be held while it waits.
@@ -270,10 +271,12 @@ class PodSync:
 
     async def _admit(self, record: PodRecord) -> None:
         manager = self._manager
+        # Which extended resources DRA meets is decided first: the device manager never sees those.
+        self._dra.decide_routes(record, {r.resource_name for r in manager.registered_resources()})
         if self.config.admission_wait > 0:
             self._waiting.add(record.uid)
             try:
-                missing = await wait_for_devices(manager, record.pod, self.config.admission_wait)
+                missing = await wait_for_devices(manager, record.device_pod, self.config.admission_wait)
             finally:
                 self._waiting.discard(record.uid)
             if missing:
@@ -283,7 +286,7 @@ class PodSync:
                     format_duration(self.config.admission_wait),
                     "; ".join(f"{r}: {why}" for r, why in missing.items()),
                 )
-        needs = sorted(device_needs(record.pod))
+        needs = sorted(device_needs(record.device_pod))
         options: dict[str, RunContainerOptions | None] | None = None
         # Pods sharing a resource call its plugin one at a time, in admission order: Allocate in the
         # resource's turn, which passes to the next pod once this pod's last Allocate on it is on its way
@@ -299,14 +302,14 @@ class PodSync:
                 # Calls follow the order of the turns: so does the run options' order.
                 before = [f for r in needs if (f := self._last_start.get(r)) is not None and not f.done()]
                 self._last_start.update(dict.fromkeys(needs, started))
-                record.warnings = await allocate_pod(self._topology, manager, record.pod)
+                record.warnings = await allocate_pod(self._topology, manager, record.device_pod)
             if needs:
                 await manager.write_checkpoint()
             prepared = not has_claims(record) or await self._prepare_claims(record, started)
             if before:
                 await asyncio.wait(before)  # never cancels them, even when this admission is
             if prepared and self._pending(record):
-                options = await start_containers(manager, record.pod)
+                options = await start_containers(manager, record.device_pod)
                 if has_claims(record):
                     options = self._dra.run_options(record, options)
         except PodRejected as err:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Literal
 from kubedevice.manager.types import Pod, RunContainerOptions
 
 if TYPE_CHECKING:
+    from kubedevice.node.dra.extended import ExtendedRoutes
     from kubedevice.node.manifests import PodManifest
     from kubedevice.node.state import SavedPod
 
@@ -34,6 +35,10 @@ class PodRecord:
     _phase: PodPhase = "Pending"
     #: Its manifest is gone but its claims are not unprepared yet: shown with its last phase, not active.
     _terminating: bool = False
+    #: Which of its extended resources DRA meets (node.dra.extended), decided once at admission.
+    _routes: ExtendedRoutes | None = None
+    #: The pod without those resources, as the device manager sees it.
+    _device_pod: Pod | None = None
     #: The table holding the record, told of every phase change (it keeps the active UIDs).
     _table: PodTable | None = field(default=None, repr=False, compare=False)
 
@@ -64,6 +69,24 @@ class PodRecord:
     @property
     def pod(self) -> Pod:
         return self.manifest.pod
+
+    @property
+    def routes(self) -> ExtendedRoutes | None:
+        """The extended-resource decision: names met by DRA, each with its DeviceClass (None: not made)."""
+        return self._routes
+
+    @routes.setter
+    def routes(self, routes: ExtendedRoutes | None) -> None:
+        # Made once kubelet.sock is served: the daemon imports DRA's modules only then.
+        from kubedevice.node.dra.extended import without_dra_resources
+
+        self._routes = routes
+        self._device_pod = without_dra_resources(self.pod, routes) if routes else None
+
+    @property
+    def device_pod(self) -> Pod:
+        """The pod as the device manager sees it: its DRA-backed extended resources left out."""
+        return self._device_pod if self._device_pod is not None else self.manifest.pod
 
     @property
     def active(self) -> bool:

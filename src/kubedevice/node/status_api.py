@@ -54,7 +54,8 @@ class StatusAPI:
         from kubedevice.node.dra.views import node_dra_view
 
         view = views.node_view(self.manager, self.checkpoint, self.topology, self.scope)
-        view.update(node_dra_view(self.node_name, self.dra.manager, self.slices))
+        warnings = self.dra.coexistence_warnings(view["resources"])
+        view.update(node_dra_view(self.node_name, self.dra.manager, self.slices, warnings))
         return Response.json(view)
 
     def _pods(self) -> Response:

@@ -87,6 +87,8 @@ class PodClaimsView(Protocol):
 
     def container_claims(self, record: PodRecord, container: str) -> list[dict[str, Any]]: ...
 
+    def extended_claim(self, record: PodRecord) -> dict[str, Any] | None: ...
+
 
 def pod_view(
     manager: DeviceManager,
@@ -133,6 +135,8 @@ def pod_view(
         "detail": record.detail,
         "warnings": list(record.warnings),
         "resourceClaims": claims.pod_claims(record) if claims is not None else [],
+        # The special claim of the extended resources DRA meets, as `status.extendedResourceClaimStatus`.
+        "extendedResourceClaimStatus": claims.extended_claim(record) if claims is not None else None,
         "containers": containers,
     }
 

@@ -41,7 +41,7 @@ from kubedevice.node.dra.allocator import (
 )
 from kubedevice.node.dra.cel import CelSelectors
 from kubedevice.node.dra.claim_state import ClaimRecord, ClaimState, devices_in_use, effective_claim
-from kubedevice.node.dra.extended import ExtendedRoutes, special_claim
+from kubedevice.node.dra.extended import ExtendedRoutes, special_claim, special_claim_name
 from kubedevice.node.dra.model import ClaimDocument, DRADocuments, PodClaims, Pool
 from kubedevice.node.dra.reservation import ReservationError, check_room, reserve
 from kubedevice.node.dra.templates import (
@@ -60,6 +60,7 @@ __all__ = [
     "StepResult",
     "Waiting",
     "dra_step",
+    "recorded_routes",
     "restore_pod",
     "routes_for",
 ]
@@ -255,7 +256,7 @@ def dra_step(
     """The decision for one pod about to be prepared; see the module's text. `routes` is the pod's
     extended-resource decision, made once at admission (`extended.route_extended_resources`); a
     decision already recorded for the pod wins over it, so it never flips."""
-    routes = routes_for(state, pod.uid) or routes
+    routes = recorded_routes(state, pod) or routes
     step = _Step(pod, state, context)
     statuses, waiting = step.generate(claims, create=True)
     extended = step.extended(routes)
@@ -281,12 +282,20 @@ def routes_for(state: ClaimState, pod_uid: str) -> ExtendedRoutes | None:
     return None
 
 
+def recorded_routes(state: ClaimState, pod: Pod) -> ExtendedRoutes | None:
+    """`routes_for` in one look-up: the special claim's name follows from the pod's name and UID."""
+    record = state.get(f"{pod.namespace}/{special_claim_name(pod.name, pod.uid)}")
+    if record is None or record.extended_for != pod.uid:
+        return None
+    return ExtendedRoutes(dict(record.extended_resources))
+
+
 def restore_pod(pod: Pod, claims: PodClaims, state: ClaimState, documents: DRADocuments) -> StepResult:
     """A running pod after a restart: its DRA view (statuses and the special claim, from the recorded
     decision) and its generated claims' documents rebuilt in memory; nothing is generated or allocated."""
     step = _Step(pod, state, DRAContext(documents=documents, pools=(), node_name=""))
     statuses, _ = step.generate(claims, create=False)
-    routes = routes_for(state, pod.uid)
+    routes = recorded_routes(state, pod)
     extended = step.extended(routes) if routes is not None else None
     dra_pod = claims.to_dra_pod(pod.uid, pod.namespace, pod.name, statuses, extended)
     return StepResult(dra_pod, step.updates, None)

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
 
 from kubedevice.checkpoint import CheckpointError
 from kubedevice.dra import DRAManager, DynamicResource, PrepareError, UnprepareError
@@ -28,8 +28,8 @@ from kubedevice.manager import RunContainerOptions
 from kubedevice.node.dra.cel import CelSelectors
 from kubedevice.node.dra.claim_state import ClaimRecord, ClaimState, ClaimStateFile, reconcile_at_start
 from kubedevice.node.dra.claim_view import ClaimView
-from kubedevice.node.dra.dra_step import DRAContext, dra_step, restore_pod
-from kubedevice.node.dra.extended import ExtendedRoutes
+from kubedevice.node.dra.dra_step import DRAContext, dra_step, recorded_routes, restore_pod
+from kubedevice.node.dra.extended import ExtendedRoutes, coexistence_warnings, route_extended_resources
 from kubedevice.node.dra.model import DRADocuments, Pool
 from kubedevice.node.dra.reservation import pod_removed
 from kubedevice.node.pods import PodRecord
@@ -84,7 +84,8 @@ class RegistrationTap:
 
 
 def has_claims(record: PodRecord) -> bool:
-    return bool(record.manifest.claims)
+    """The pod has claims: in its manifest, or the special claim of its DRA-backed extended resources."""
+    return bool(record.manifest.claims) or bool(record.routes)
 
 
 class DRAFlow:
@@ -175,6 +176,35 @@ class DRAFlow:
         """Something a waiting pod may be waiting for changed (claims, slices, a pod gone): try again."""
         self._changed.fire()
 
+    def decide_routes(self, record: PodRecord, plugin_resources: Set[str]) -> None:
+        """At admission: which of the pod's extended resources DRA meets. A decision recorded for the pod
+        (its special claim in dra_claims.json) stands; else a registered device plugin, then a DeviceClass
+        mapping the name, decide now (`plugin_resources`: the names registered with the device manager)."""
+        routes = recorded_routes(self.state, record.pod)
+        if routes is None:
+            routes = route_extended_resources(record.pod, plugin_resources, self.documents)
+            pod = record.pod
+            for name, device_class in sorted(routes.dra.items()):
+                log.info(
+                    "pod %s/%s (%s): %s is met by DRA through DeviceClass %s (no device plugin for it)",
+                    pod.namespace,
+                    pod.name,
+                    pod.uid,
+                    name,
+                    device_class,
+                )
+        record.routes = routes
+
+    def restore_routes(self, record: PodRecord) -> None:
+        """At start: the decision recorded for the pod, if any (it never flips)."""
+        routes = recorded_routes(self.state, record.pod)
+        if routes:
+            record.routes = routes
+
+    def coexistence_warnings(self, plugin_resources: Iterable[str]) -> list[str]:
+        """Names offered by a registered device plugin and by a DeviceClass: the device plugin serves them."""
+        return coexistence_warnings(plugin_resources, self.documents)
+
     def restore(self, record: PodRecord) -> None:
         """A pod running before the restart: its DRA view (generated claims, special claim) comes back
         from the claim state, nothing decided anew."""
@@ -228,7 +258,8 @@ class DRAFlow:
             cache=[s for s, _prepared in self.manager.claim_infos()],
             selectors=self.selectors,
         )
-        step = dra_step(record.pod, record.manifest.claims, ExtendedRoutes(), self.state, context)
+        routes = record.routes or ExtendedRoutes()
+        step = dra_step(record.pod, record.manifest.claims, routes, self.state, context)
         self._apply(step.updates)
         self._pods[record.uid] = step.pod
         if step.waiting is not None:

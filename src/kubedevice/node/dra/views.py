@@ -129,8 +129,11 @@ def slices_view(folder: SliceFolder) -> dict[str, Any]:
     return {"resourceSlices": folder.view(), "fileErrors": folder.file_errors()}
 
 
-def node_dra_view(node_name: str, dra: DRAManager, folder: SliceFolder) -> dict[str, Any]:
-    """What `/node` adds: the node's name, the registered DRA drivers and their slices' devices."""
+def node_dra_view(
+    node_name: str, dra: DRAManager, folder: SliceFolder, warnings: list[str] | None = None
+) -> dict[str, Any]:
+    """What `/node` adds: the node's name, the registered DRA drivers and their slices' devices, and the
+    `warnings` of extended resources offered both by a device plugin and by a DeviceClass."""
     devices = folder.devices_by_driver()
     drivers: dict[str, Any] = {}
     for status in dra.drivers():
@@ -149,7 +152,12 @@ def node_dra_view(node_name: str, dra: DRAManager, folder: SliceFolder) -> dict[
         }
     # Slices of drivers that are not registered stay usable by the allocator: shown too.
     unregistered = {d: {"devices": v} for d, v in sorted(devices.items()) if d not in drivers}
-    return {"nodeName": node_name, "draDrivers": drivers, "unregisteredSliceDrivers": unregistered}
+    return {
+        "nodeName": node_name,
+        "draDrivers": drivers,
+        "unregisteredSliceDrivers": unregistered,
+        "extendedResourceWarnings": list(warnings or ()),
+    }
 
 
 def pod_claims_view(record: PodRecord, flow: DRAFlow, infos: Infos) -> list[dict[str, Any]]:
@@ -187,7 +195,9 @@ def container_claims_view(flow: DRAFlow, record: PodRecord, container: str) -> l
         return []
     pod = flow.dra_pod(record)
     c = pod.container(container)
-    if c is None or not c.claims:
+    special = pod.extended_resource_claim
+    mapped = special is not None and any(m.container_name == container for m in special.request_mappings)
+    if c is None or not (c.claims or mapped):
         return []
     try:
         infos = flow.manager.get_container_claim_infos(pod, c)
@@ -206,6 +216,27 @@ def container_claims_view(flow: DRAFlow, record: PodRecord, container: str) -> l
     return out
 
 
+def extended_claim_view(record: PodRecord, flow: DRAFlow) -> dict[str, Any] | None:
+    """The pod's `status.extendedResourceClaimStatus` (Go's field names), None when DRA meets none of its
+    extended resources."""
+    if not record.routes:
+        return None
+    special = flow.dra_pod(record).extended_resource_claim
+    if special is None:
+        return None
+    return {
+        "resourceClaimName": special.resource_claim_name,
+        "requestMappings": [
+            {
+                "containerName": m.container_name,
+                "resourceName": m.resource_name,
+                "requestName": m.request_name,
+            }
+            for m in special.request_mappings
+        ],
+    }
+
+
 class DRAPodView:
     """The DRA part of `/pods` (views.PodClaimsView), over one answer's snapshot of the claim cache."""
 
@@ -218,3 +249,6 @@ class DRAPodView:
 
     def container_claims(self, record: PodRecord, container: str) -> list[dict[str, Any]]:
         return container_claims_view(self._flow, record, container)
+
+    def extended_claim(self, record: PodRecord) -> dict[str, Any] | None:
+        return extended_claim_view(record, self._flow)
