@@ -43,8 +43,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     ),
     "demo": Subcommand(
         "kubedevice.node.cli",
-        "Play the device manager's stories with real processes: admission, a kubelet restart, a plugin "
-        "death.",
+        "Play the node's stories with real processes: admission, restarts, a plugin death, DRA claims.",
     ),
     "exporter": Subcommand(
         "kubedevice.exporter.cli",
