@@ -129,6 +129,7 @@ class DRAFlow:
         self._pods: dict[str, dra.Pod] = {}
         self._save_lock = asyncio.Lock()
         self._saves: set[asyncio.Task[None]] = set()
+        self._save_queued = False
 
     def dra_pod(self, record: PodRecord) -> dra.Pod:
         """The pod as the DRA manager sees it."""
@@ -144,13 +145,16 @@ class DRAFlow:
         """Apply a decision to the claim state and save it (in order, on a thread) when it changed."""
         if not self.state.apply(updates):
             return False
-        task = asyncio.create_task(self._save(), name="save dra_claims.json")
-        self._saves.add(task)
-        task.add_done_callback(self._saves.discard)
+        if not self._save_queued:  # a save still waiting for its turn will write this change too
+            self._save_queued = True
+            task = asyncio.create_task(self._save(), name="save dra_claims.json")
+            self._saves.add(task)
+            task.add_done_callback(self._saves.discard)
         return True
 
     async def _save(self) -> None:
         async with self._save_lock:
+            self._save_queued = False  # a change from now on needs a save of its own
             blob = self.state.encode()  # the state as it is now, encoded on the loop
             try:
                 await asyncio.to_thread(self._state_file.write, blob)

@@ -115,8 +115,9 @@ def save_state(path: Path, state: ClaimState) -> None:
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1, sort_keys=True)
-            handle.write("\n")
+            # dumps, without indent: json's C encoder serves only that, and the whole state is written
+            # at every call (json.dump with indent took ~O(claims) pure-Python time per prepare).
+            handle.write(json.dumps(data, sort_keys=True) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, path)
