@@ -1,7 +1,8 @@
 """The status API's DRA answers as rich tables: the claims (`kubedevice claims`, the demo) and the DRA
 drivers of `/node` (`kubedevice status`).
 
-Every column wraps at spaces or folds; nothing is cut with "…", so a 100-column terminal shows it all.
+Columns wrap at spaces or fold (a claim's and a driver's name stay whole); nothing is cut with "…", so a
+100-column terminal shows it all.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def print_dra_drivers(console: Console, data: dict[str, Any]) -> None:
     if not drivers and not unregistered:
         return
     table = Table(title="DRA drivers")
-    table.add_column("driver", overflow="fold")
+    table.add_column("driver", no_wrap=True)
     for column in ("endpoints", "connected", "devices", "pools"):
         table.add_column(column, overflow="fold")
     for name, info in sorted(drivers.items()):
@@ -98,7 +99,8 @@ def print_claims(console: Console, data: dict[str, Any]) -> None:
     """The status API's `/claims` answer, one row per claim."""
     claims = data.get("claims", [])
     table = Table(title="ResourceClaims")
-    table.add_column("namespace/name", overflow="fold")
+    # The claim's name whole, as the status table keeps its resource names; the others wrap or fold.
+    table.add_column("namespace/name", no_wrap=True)
     for column in ("uid", "allocation", "reserved for", "prepared", "CDI devices", "pods"):
         table.add_column(column, overflow="fold")
     for claim in claims:
