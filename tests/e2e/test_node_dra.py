@@ -331,3 +331,57 @@ def test_corrupt_checkpoint_refused_then_moved_aside(node: DRANodeProcesses) -> 
     node.write_manifest("p.yaml", pod_yaml("p", "c1", uid=P))
     node.wait_phase("p", "Running")
     assert [e["uid"] for e in node.events("prepare")] == [U1]
+
+
+TEMPLATE = """apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: gpu-tmpl}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu}
+"""
+TEMPLATE_POD = """apiVersion: v1
+kind: Pod
+metadata: {name: t, uid: 0b7e6a52-0000-4000-8000-00000000000t}
+spec:
+  resourceClaims:
+  - {name: gpu, resourceClaimTemplateName: gpu-tmpl}
+  containers:
+  - name: main
+    resources:
+      claims: [{name: gpu}]
+"""
+
+
+def test_a_template_claim_is_generated_allocated_prepared_and_deleted_with_its_pod(
+    node: DRANodeProcesses,
+) -> None:
+    """Scenario 15, with the daemon's allocator."""
+    node.start_daemon()
+    node.start_dra_plugin()
+    node.write_manifest("t.yaml", TEMPLATE_POD)
+    node.wait_message("t", 'pod "default/t": ResourceClaim not created yet')
+    node.write_manifest("class.yaml", GPU_CLASS + "---\n" + TEMPLATE)
+    pod = node.wait_phase("t", "Running")
+    (claim,) = pod["resourceClaims"]
+    generated = claim["resourceClaimName"]
+    assert generated.startswith("t-gpu-") and len(generated) == len("t-gpu-") + 5
+    assert pod["containers"][0]["cdiDevices"] == [f"{DRIVER}/gpu=gpu-0"]
+    as_json = node.try_status(f"/claims/default/{generated}")
+    (owner,) = as_json["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == ("Pod", "t", pod["uid"], True)
+    # A restart keeps the generated claim (same name) and the pod's devices, with no prepare call.
+    assert node.kill_daemon(2) == 0
+    node.start_daemon()
+    again = node.wait_phase("t", "Running")
+    assert again["resourceClaims"][0]["resourceClaimName"] == generated
+    assert again["containers"][0]["cdiDevices"] == [f"{DRIVER}/gpu=gpu-0"]
+    assert len(node.events("prepare")) == 1 and node.events("prepare-cached") == []
+    wait_for(node.driver_devices, "the plugin to register with the new daemon")
+    (node.paths.manifests / "t.yaml").unlink()
+    node.wait_gone("t")
+    wait_for(lambda: node.claim(generated) is None, "the generated claim to be deleted")
+    assert [e["claim"] for e in node.events("unprepare")] == [f"default/{generated}"]
