@@ -20,8 +20,10 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import overload
 
 from kubedevice.checkpoint import CheckpointError
+from kubedevice.checkpoint.dra_model import ClaimInfoState
 from kubedevice.dra import DRAManager, DynamicResource, PrepareError, UnprepareError
 from kubedevice.dra import types as dra
 from kubedevice.manager import RunContainerOptions
@@ -229,7 +231,7 @@ class DRAFlow:
             documents=self.documents,
             pools=self._pools(),
             node_name=self._node_name,
-            cache=[s for s, _prepared in self.manager.claim_infos()],
+            cache=_CacheOnDemand(self.manager),
             selectors=self.selectors,
         )
         step = dra_step(record.pod, record.manifest.claims, ExtendedRoutes(), self.state, context)
@@ -343,3 +345,29 @@ def _waiting(record: PodRecord, reason: str, message: str, detail: str = "") -> 
 def _log_failure(task: asyncio.Task[int]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("DRA reconcile pass failed", exc_info=task.exception())
+
+
+class _CacheOnDemand(Sequence[ClaimInfoState]):
+    """The DRA manager's claim-info cache, copied when the DRA step first reads it (only an allocation
+    does): the copy costs O(claims), which a burst of pods with allocated claims would pay per pod."""
+
+    def __init__(self, manager: DRAManager) -> None:
+        self._manager = manager
+        self._states: list[ClaimInfoState] | None = None
+
+    def _now(self) -> list[ClaimInfoState]:
+        if self._states is None:
+            self._states = [s for s, _prepared in self._manager.claim_infos()]
+        return self._states
+
+    @overload
+    def __getitem__(self, index: int) -> ClaimInfoState: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[ClaimInfoState]: ...
+
+    def __getitem__(self, index: int | slice) -> ClaimInfoState | Sequence[ClaimInfoState]:
+        return self._now()[index]
+
+    def __len__(self) -> int:
+        return len(self._now())
