@@ -33,14 +33,17 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "Inspect and verify a checkpoint file: kubelet_internal_checkpoint (v2, and the pre-1.20 v1) "
         "or dra_manager_state (recognised by its content).",
     ),
+    "claims": Subcommand(
+        "kubedevice.client.claims_cli",
+        "The node's ResourceClaims: allocation, reservation, prepared or not, CDI devices, pods.",
+    ),
     "conformance": Subcommand(
         "kubedevice.conformance.cli",
         "Check a device plugin or DRA driver the way a kubelet would meet it, in seconds, without a cluster.",
     ),
     "demo": Subcommand(
         "kubedevice.node.cli",
-        "Play the device manager's stories with real processes: admission, a kubelet restart, a plugin "
-        "death.",
+        "Play the node's stories with real processes: admission, restarts, a plugin death, DRA claims.",
     ),
     "exporter": Subcommand(
         "kubedevice.exporter.cli",
@@ -64,7 +67,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     ),
     "status": Subcommand(
         "kubedevice.client.cli",
-        "The node's device-plugin resources: capacity, allocatable, devices, endpoints.",
+        "The node's device-plugin resources and DRA drivers: capacity, allocatable, devices, endpoints.",
     ),
     "top": Subcommand(
         "kubedevice.top.cli",

@@ -92,9 +92,13 @@ def test_the_command_list_and_the_version_load_no_tool() -> None:
 
 def test_status_and_pods_load_neither_grpc_nor_the_daemon_nor_tables_to_fail() -> None:
     root = Path("/nonexistent-kubedevice-root")
-    for command in ("status", "pods"):
+    for command, module in (
+        ("status", "kubedevice.client.cli"),
+        ("pods", "kubedevice.client.cli"),
+        ("claims", "kubedevice.client.claims_cli"),
+    ):
         loaded = _loaded_by(command, "--root-dir", str(root))
-        assert "kubedevice.client.cli" in loaded
+        assert module in loaded
         heavy = ("grpc", "google.protobuf", "rich", "kubedevice.checkpoint", "kubedevice.topology")
         assert not {
             m for m in loaded if m.startswith((*heavy, "kubedevice.manager", "kubedevice.node.config"))

@@ -41,7 +41,7 @@ def _table(root: Path, port: int) -> list[tuple[list[str], str]]:
     empty_root = "--root-dir is empty — give a folder, or leave the option out for its default"
     fake = ["plugin", "fake", "--resource", "example.com/gpu", "--devices", "1"]
     rows: list[tuple[list[str], str]] = []
-    for command in ("status", "pods", "top"):
+    for command in ("status", "pods", "claims", "top"):
         rows += [
             ([command, "--root-dir", str(root)], f"error: {command}: {NO_DAEMON} {root}/kubedevice.sock"),
             (

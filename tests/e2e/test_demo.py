@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from tests.node_helpers import CLI
 
-TABLES = ("Device-plugin resources", "Pods")
+TABLES = ("Device-plugin resources", "Pods", "ResourceClaims", "DRA drivers")
 #: Colours and cursor moves a terminal gets: not part of the text.
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -70,6 +70,14 @@ def test_demo_plays_every_story_and_cleans_up() -> None:
         "the resource left capacity",
         "capacity and allocatable are back",
         "best-effort admits wide across both NUMA nodes",
+        # DRA: a shared claim prepared once, a claim per container, kept across a restart, unprepared by
+        # the last pod that leaves.
+        "gpu.example.com registered and its 4 devices are in /node",
+        "duo is Running",
+        "the driver prepared each claim once: shared for left and right together",
+        "no prepare call after the restart",
+        "shared stays prepared for right (no unprepare call)",
+        "right is gone and the driver unprepared shared",
         "demo finished",
     ):
         assert step in result.stdout, step
@@ -78,7 +86,24 @@ def test_demo_plays_every_story_and_cleans_up() -> None:
     # The intro and each story (split at "==> Story N"), with the titles of the tables each shows.
     parts = re.split(r"^==> Story \d", result.stdout, flags=re.MULTILINE)
     shown = [[line.strip() for line in part.splitlines() if line.strip() in TABLES] for part in parts]
-    assert shown == [list(TABLES), ["Pods"], ["Device-plugin resources"], ["Pods"]], shown
+    assert shown == [
+        ["Device-plugin resources", "Pods"],
+        ["Pods"],
+        ["Device-plugin resources"],
+        ["Pods"],
+        ["ResourceClaims"],
+        [],
+        ["ResourceClaims"],
+    ], shown
+    # What the driver was asked: each claim prepared once (pods are admitted in any order), then only
+    # shared unprepared.
+    driver = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("driver: ")]
+    assert sorted(driver[:3]) == [
+        "driver: prepare demo/one",
+        "driver: prepare demo/shared",
+        "driver: prepare demo/two",
+    ], driver
+    assert driver[3:] == ["driver: unprepare demo/shared"], driver
     # 100 columns: a table's rows wrap or fold; no column is cut ("…"), no table runs past the width.
     lines = result.stdout.splitlines()
     assert not [line for line in lines if "…" in line]

@@ -148,6 +148,11 @@ def test_the_dra_block_runs_as_written(shell: Shell) -> None:
     assert listed is not None and listed.returncode == 0, listed and listed.stderr
     (container,) = json.loads(listed.stdout)["podResources"][0]["containers"]
     assert container["dynamicResources"][0]["claimName"] == "gpu-claim"
+    claims = shell.line(lines[5])
+    assert claims is not None and claims.returncode == 0, claims and claims.stderr
+    assert "ResourceClaims" in claims.stdout and "default/gpu-claim" in claims.stdout
+    (row,) = [line for line in claims.stdout.splitlines() if "default/gpu-claim" in line]
+    assert row.split("│")[5].strip() == "yes"  # prepared
 
 
 def test_the_example_plugins_documented_command_runs_on_its_widget_tree(shell: Shell) -> None:

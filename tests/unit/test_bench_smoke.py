@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from bench import admission, cli_startup, dra_allocator, exporter, listwatch, pod_latency, topology
+from bench import (
+    admission,
+    cli_startup,
+    daemon_dra,
+    dra_allocator,
+    exporter,
+    listwatch,
+    pod_latency,
+    topology,
+)
 from bench.common import RESOURCE, Figures, Target, device_id, list_and_watch_bytes, short_tempdir
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.checkpoint import CheckpointStore
@@ -163,3 +172,15 @@ async def test_dra_allocator_scenario_allocates_every_pod_at_tiny_size() -> None
     assert rate.median > 0
     assert any(name.startswith("RSS growth") for name in figures)
     assert figures["first evaluation of a selector on a device"].median > 0
+
+
+async def test_daemon_dra_scenario_runs_claim_pods_beside_device_plugin_pods_at_tiny_size() -> None:
+    figures = {f.name: f for f in await daemon_dra.run(quick=True, runs=1)}
+    assert set(figures) == {
+        "20 claim pods to Running",
+        "20 claim pods: rate",
+        "20 claim pods: per pod",
+        "20 device-plugin pods: rate",
+        "20 pods: claim rate / device-plugin rate",
+    }
+    assert all(len(f.samples) == 1 and f.median > 0 for f in figures.values())

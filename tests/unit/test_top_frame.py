@@ -51,7 +51,7 @@ def test_more_than_sixteen_devices_are_summarised_per_numa_node() -> None:
 
 def test_a_node_without_resources_says_so() -> None:
     lines = _text(TopView("test node", (), (), health_known=True))
-    assert "no device-plugin resources registered" in lines
+    assert "no device-plugin resources or DRA drivers registered" in lines
     assert "node: 0 devices: 0 held, 0 free, 0 unhealthy; 0 pods" in lines
 
 

@@ -71,7 +71,7 @@ def status(
     ),
     timeout: float = typer.Option(30.0, "--timeout", min=0, help="Seconds --wait-for waits at most."),
 ) -> None:
-    """The node's device-plugin resources: capacity, allocatable, devices, endpoints."""
+    """The node's device-plugin resources and DRA drivers: capacity, allocatable, devices, endpoints."""
     data = _wait_allocatable(root_dir, wait_for, timeout) if wait_for else _status_get(root_dir, "/node")
     if as_json:
         typer.echo(json.dumps(data, indent=1))

@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from kubedevice.exporter.checkpoint_probe import CheckpointState
+from kubedevice.exporter.dra_metrics import dra_families
 from kubedevice.exporter.refresh import Snapshot
 from kubedevice.inventory.model import DeviceTopology, PodResourcesView, numa_label
 
@@ -40,6 +41,7 @@ class SnapshotCollector:
             s = self._snapshot()
             if s.view is not None:
                 yield from _devices(s.view)
+                yield from dra_families(s.view)
             yield from _checkpoint(s, self._clock())
             yield from _health(s)
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kubedevice.api.podresources.v1 import api_pb2 as pr
+from kubedevice.inventory.dra import HeldClaimDevice, claim_devices
 
 #: resource -> device ID -> its NUMA nodes (empty: the device reports no topology).
 DeviceTopology = dict[str, dict[str, tuple[int, ...]]]
@@ -44,6 +45,8 @@ class PodResourcesView:
     #: GetAllocatableResources: the healthy devices of every resource (the kubelet lists no others);
     #: None from a kubelet that does not offer it.
     allocatable: DeviceTopology | None
+    #: The devices of the DRA claims each container uses (GetAllocatableResources has none of DRA's).
+    claim_devices: tuple[HeldClaimDevice, ...] = ()
 
     def held_ids(self) -> dict[str, set[str]]:
         """resource -> the device IDs some container holds."""
@@ -103,4 +106,5 @@ def view_of(
     return PodResourcesView(
         held=held_devices(listed.pod_resources),
         allocatable=allocatable_devices(allocatable.devices) if allocatable is not None else None,
+        claim_devices=claim_devices(listed.pod_resources),
     )

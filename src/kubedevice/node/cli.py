@@ -219,7 +219,7 @@ async def _run_node(config: NodeConfig) -> int:
 
 
 def demo() -> None:
-    """Play the device manager's stories with real processes: admission, a kubelet restart, a plugin death."""
+    """Play the node's stories with real processes: admission, restarts, a plugin death, DRA claims."""
     from kubedevice.node.demo import run_demo
 
     raise typer.Exit(run_demo())

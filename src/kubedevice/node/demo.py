@@ -22,6 +22,7 @@ from typing import Any
 from rich.console import Console
 
 from kubedevice.console import make_console
+from kubedevice.node.demo_dra import DemoDRAError, play_dra
 from kubedevice.node.http import StatusClientError, get
 from kubedevice.node.paths import NodePaths
 from kubedevice.node.tables import print_node, print_pods
@@ -297,6 +298,7 @@ async def _play(demo: _Demo) -> None:
         ),
     )
     await demo.show(pods=True)
+    await play_dra(demo)
 
 
 async def _main(console: Console) -> int:
@@ -304,7 +306,7 @@ async def _main(console: Console) -> int:
     demo = _Demo(root, console)
     try:
         await _play(demo)
-    except (DemoError, StatusClientError) as err:
+    except (DemoError, DemoDRAError, StatusClientError) as err:
         demo.tail_logs()
         console.print(f"[red]demo failed:[/red] {err}", highlight=False, soft_wrap=True)
         return 1

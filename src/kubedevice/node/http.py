@@ -18,6 +18,11 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 MAX_REQUEST_HEAD = 16 * 1024
+#: Pending connections the unix socket queues (the kernel caps it at net.core.somaxconn). A DRA driver
+#: fetches each claim of a burst of pods at once; past asyncio's default of 100, a unix connect finds
+#: the queue full (EAGAIN), asyncio takes that for a connect in progress, and the request then fails
+#: with ENOTCONN ("Transport endpoint is not connected"): the pod waits for a retry.
+BACKLOG = 4096
 _REASONS = {
     200: "OK",
     400: "Bad Request",
@@ -59,7 +64,7 @@ class StatusServer:
 
     async def start(self, unix_path: Path, tcp: tuple[str, int] | None = None) -> None:
         await asyncio.to_thread(_remove_stale, unix_path)
-        server = await asyncio.start_unix_server(self._serve, path=str(unix_path))
+        server = await asyncio.start_unix_server(self._serve, path=str(unix_path), backlog=BACKLOG)
         os.chmod(unix_path, 0o660)
         self._servers.append(server)
         if tcp is not None:

@@ -7,6 +7,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from kubedevice.node.dra_tables import print_dra_drivers
+
 
 def print_node(console: Console, data: dict[str, Any]) -> None:
     table = Table(title="Device-plugin resources")
@@ -52,6 +54,7 @@ def print_node(console: Console, data: dict[str, Any]) -> None:
         console.print(
             f"checkpoint {data['checkpoint']['path']}: {data['checkpoint']['error']}", highlight=False
         )
+    print_dra_drivers(console, data)
 
 
 def print_pods(console: Console, data: dict[str, Any]) -> None:

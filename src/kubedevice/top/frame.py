@@ -88,7 +88,8 @@ def _groups(devices: Iterable[DeviceCell]) -> list[tuple[str, list[DeviceCell]]]
 
 def _resource(r: ResourceDevices, numbers: dict[str, int], health_known: bool) -> RenderableType:
     counts = _Counts.of(r.devices).describe(len(r.devices), health_known)
-    lines = [Text.assemble((r.resource, "bold"), "  ", counts)]
+    name = f"{r.resource} (DRA)" if r.dra else r.resource
+    lines = [Text.assemble((name, "bold"), "  ", counts)]
     if r.note is not None:
         lines.append(Text(f"  {r.note}", style="bold red"))
     if not r.devices:
@@ -121,7 +122,7 @@ def _pods(view: TopView, numbers: dict[str, int]) -> RenderableType:
     table.add_column("pod", no_wrap=True, max_width=30)
     table.add_column("container", no_wrap=True, max_width=16)
     table.add_column("devices")
-    rows = sorted(view.held, key=lambda h: (numbers[h.pod], h.container, h.resource))
+    rows = sorted(view.held, key=lambda h: (numbers[h.pod], h.container, h.claim is not None, h.resource))
     previous = None
     for h in rows:
         first = h.pod != previous
@@ -130,7 +131,7 @@ def _pods(view: TopView, numbers: dict[str, int]) -> RenderableType:
             str(numbers[h.pod]) if first else "",
             h.pod if first else "",
             h.container,
-            f"{h.resource}: {','.join(h.devices)}",
+            f"{h.resource}: {','.join(h.devices)}" + (f" (claim {h.claim})" if h.claim else ""),
         )
     return table
 
@@ -154,7 +155,7 @@ def render(view: TopView) -> RenderableType:
     numbers = {pod: i for i, pod in enumerate(view.pods(), start=1)}
     parts: list[RenderableType] = [Text(view.source, style="italic")]
     if not view.resources:
-        parts.append(Text("no device-plugin resources registered", style="dim"))
+        parts.append(Text("no device-plugin resources or DRA drivers registered", style="dim"))
     for r in view.resources:
         parts.extend([Text(""), _resource(r, numbers, view.health_known)])
     totals = _Counts.of(d for r in view.resources for d in r.devices)

@@ -25,6 +25,8 @@ class ResourceDevices:
     devices: tuple[DeviceCell, ...]
     #: Said after the counts, e.g. that the resource's plugin is gone.
     note: str | None = None
+    #: A DRA driver's devices (`resource` is the driver, each device `<pool>/<device>`), not a resource's.
+    dra: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +37,8 @@ class HeldBy:
     container: str
     resource: str
     devices: tuple[str, ...]
+    #: The DRA claim the devices come through (`resource` is then its driver); None for a device plugin's.
+    claim: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +77,7 @@ def from_status(source: str, node: dict[str, Any], pods: dict[str, Any]) -> TopV
         name = f"{pod['namespace']}/{pod['name']}"
         for c in pod["containers"]:
             held.extend(HeldBy(name, c["name"], r, tuple(ids)) for r, ids in c["devices"].items() if ids)
+            held.extend(_claim_holders(name, c))
     holders = _holders(held)
     resources = []
     for resource, info in sorted(node["resources"].items()):
@@ -89,7 +94,34 @@ def from_status(source: str, node: dict[str, Any], pods: dict[str, Any]) -> TopV
             else None
         )
         resources.append(ResourceDevices(resource, _sorted_cells(cells), note))
+    resources.extend(_dra_drivers(node, holders))
     return TopView(source, tuple(resources), tuple(held), health_known=True)
+
+
+def _claim_holders(pod: str, container: dict[str, Any]) -> list[HeldBy]:
+    """A container's DRA devices, one HeldBy per claim and driver (`/pods` lists each device once)."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for claim in container.get("claims", ()):
+        for d in claim["devices"]:
+            out.setdefault((claim["claim"], d["driver"]), []).append(f"{d['pool']}/{d['device']}")
+    return [
+        HeldBy(pod, container["name"], driver, tuple(ids), claim=claim.partition("/")[2])
+        for (claim, driver), ids in out.items()
+    ]
+
+
+def _dra_drivers(
+    node: dict[str, Any], holders: dict[tuple[str, str], tuple[str, ...]]
+) -> list[ResourceDevices]:
+    """Each DRA driver's published devices (`/node`), held or free; DRA has no device health to show."""
+    drivers = {**node.get("unregisteredSliceDrivers", {}), **node.get("draDrivers", {})}
+    out = []
+    for driver, info in sorted(drivers.items()):
+        devices = set(info.get("devices", ())) | {d for r, d in holders if r == driver}
+        cells = (DeviceCell(d, (), True, holders.get((driver, d), ())) for d in devices)
+        note = None if driver in node.get("draDrivers", {}) else "DRA driver not registered"
+        out.append(ResourceDevices(driver, _sorted_cells(cells), note, dra=True))
+    return out
 
 
 def from_podresources(source: str, view: PodResourcesView) -> TopView:
@@ -117,6 +149,32 @@ def from_podresources(source: str, view: PodResourcesView) -> TopView:
         )
         for resource, ids in sorted(topology.items())
     )
+    claim_held = _podresources_claims(view)
+    dra_holders = _holders(claim_held)
+    drivers = sorted({h.resource for h in claim_held})
+    dra = tuple(
+        ResourceDevices(
+            driver,
+            _sorted_cells(
+                DeviceCell(d, (), True, pods) for (r, d), pods in dra_holders.items() if r == driver
+            ),
+            "PodResources lists the DRA devices claims hold, not the free ones",
+            dra=True,
+        )
+        for driver in drivers
+    )
     if view.allocatable is None:
         source += " (no GetAllocatableResources: held devices only)"
-    return TopView(source, resources, tuple(held), health_known=False)
+    return TopView(source, resources + dra, tuple(held + claim_held), health_known=False)
+
+
+def _podresources_claims(view: PodResourcesView) -> list[HeldBy]:
+    """The containers' DRA devices, one HeldBy per claim and driver."""
+    per_claim: dict[tuple[str, str, str, str], list[str]] = {}
+    for d in view.claim_devices:
+        key = (f"{d.namespace}/{d.pod}", d.container, d.driver, d.claim)
+        per_claim.setdefault(key, []).append(f"{d.pool}/{d.device}")
+    return [
+        HeldBy(p, c, driver, tuple(sorted(ids, key=natural_key)), claim=claim)
+        for (p, c, driver, claim), ids in per_claim.items()
+    ]

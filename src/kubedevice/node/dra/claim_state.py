@@ -125,7 +125,9 @@ class ClaimState:
         return {"version": _VERSION, "claims": {k: self._records[k].to_json() for k in sorted(self._records)}}
 
     def encode(self) -> bytes:
-        return (json.dumps(self.to_json(), indent=1, sort_keys=False) + "\n").encode()
+        # One line: json's C encoder serves only output without indent, and the whole state is written
+        # again at each change (pure Python took ~14 ms a write at 400 claims, O(N^2) over a burst).
+        return (json.dumps(self.to_json()) + "\n").encode()
 
     @classmethod
     def from_json(cls, value: Any, where: str) -> ClaimState:

@@ -20,8 +20,10 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
+from typing import overload
 
 from kubedevice.checkpoint import CheckpointError
+from kubedevice.checkpoint.dra_model import ClaimInfoState
 from kubedevice.dra import DRAManager, DynamicResource, PrepareError, UnprepareError
 from kubedevice.dra import types as dra
 from kubedevice.manager import RunContainerOptions
@@ -130,6 +132,7 @@ class DRAFlow:
         self._pods: dict[str, dra.Pod] = {}
         self._save_lock = asyncio.Lock()
         self._saves: set[asyncio.Task[None]] = set()
+        self._save_queued = False
 
     def dra_pod(self, record: PodRecord) -> dra.Pod:
         """The pod as the DRA manager sees it."""
@@ -145,13 +148,16 @@ class DRAFlow:
         """Apply a decision to the claim state and save it (in order, on a thread) when it changed."""
         if not self.state.apply(updates):
             return False
-        task = asyncio.create_task(self._save(), name="save dra_claims.json")
-        self._saves.add(task)
-        task.add_done_callback(self._saves.discard)
+        if not self._save_queued:  # a save still waiting for its turn will write this change too
+            self._save_queued = True
+            task = asyncio.create_task(self._save(), name="save dra_claims.json")
+            self._saves.add(task)
+            task.add_done_callback(self._saves.discard)
         return True
 
     async def _save(self) -> None:
         async with self._save_lock:
+            self._save_queued = False  # a change from now on needs a save of its own
             blob = self.state.encode()  # the state as it is now, encoded on the loop
             try:
                 await asyncio.to_thread(self._state_file.write, blob)
@@ -255,7 +261,7 @@ class DRAFlow:
             documents=self.documents,
             pools=self._pools(),
             node_name=self._node_name,
-            cache=[s for s, _prepared in self.manager.claim_infos()],
+            cache=_CacheOnDemand(self.manager),
             selectors=self.selectors,
         )
         routes = record.routes or ExtendedRoutes()
@@ -370,3 +376,29 @@ def _waiting(record: PodRecord, reason: str, message: str, detail: str = "") -> 
 def _log_failure(task: asyncio.Task[int]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("DRA reconcile pass failed", exc_info=task.exception())
+
+
+class _CacheOnDemand(Sequence[ClaimInfoState]):
+    """The DRA manager's claim-info cache, copied when the DRA step first reads it (only an allocation
+    does): the copy costs O(claims), which a burst of pods with allocated claims would pay per pod."""
+
+    def __init__(self, manager: DRAManager) -> None:
+        self._manager = manager
+        self._states: list[ClaimInfoState] | None = None
+
+    def _now(self) -> list[ClaimInfoState]:
+        if self._states is None:
+            self._states = [s for s, _prepared in self._manager.claim_infos()]
+        return self._states
+
+    @overload
+    def __getitem__(self, index: int) -> ClaimInfoState: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[ClaimInfoState]: ...
+
+    def __getitem__(self, index: int | slice) -> ClaimInfoState | Sequence[ClaimInfoState]:
+        return self._now()[index]
+
+    def __len__(self) -> int:
+        return len(self._now())

@@ -111,7 +111,8 @@ def save_state(path: Path, state: ClaimState) -> None:
         "version": STATE_VERSION,
         "claims": {uid: entry.to_json() for uid, entry in sorted(state.claims.items())},
     }
-    write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n", sync_folder=True)
+    # dumps without indent: json's C encoder serves only that; the whole state is written at every call.
+    write_atomic(path, json.dumps(data, sort_keys=True) + "\n", sync_folder=True)
 
 
 class CallLock:
