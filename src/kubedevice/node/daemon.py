@@ -19,7 +19,6 @@ import functools
 import logging
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import grpc.aio
@@ -28,24 +27,23 @@ from kubedevice.manager import DeviceManager, Pod
 from kubedevice.node.boot import current_boot_id
 from kubedevice.node.config import (
     CHECKPOINT_FAULT_ENV,
-    DRA_CHECKPOINT_FAULT_ENV,
     NodeConfig,
     NodePaths,
     NodeStartError,
     checkpoint_fault_from_env,
     make_dirs,
 )
-from kubedevice.node.dra.checkpoint_guard import REFUSED_HINT, DRACheckpointRefused, check_dra_checkpoint
+from kubedevice.node.dra.checkpoint_guard import DRACheckpointRefused, check_dra_checkpoint
 from kubedevice.node.pods import PodTable
+from kubedevice.node.sockets import serve_grpc, socket_is_served
 from kubedevice.node.topology import TopologyStartError, build_topology_manager
 from kubedevice.topology import TopologyManager
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from kubedevice.dra import DRAManager, DynamicResource
-    from kubedevice.node.dra.flow import DRAFlow
-    from kubedevice.node.dra.slice_folder import SliceFolder
+    from kubedevice.dra import DRAManager
+    from kubedevice.node.dra.node_side import DRAParts
     from kubedevice.node.http import StatusServer
     from kubedevice.node.pod_sync import PodSync
     from kubedevice.node.podresources import PodResourcesMetrics
@@ -64,23 +62,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_SOCKET_MODE = 0o660
-
-
-async def socket_is_served(path: Path, wait: float = 1.0) -> bool:
-    """True when some process accepts connections on the unix socket `path`."""
-    try:
-        async with asyncio.timeout(wait):
-            _reader, writer = await asyncio.open_unix_connection(str(path))
-    except TimeoutError:
-        return True  # it exists and is listening, only too busy to accept
-    except OSError:
-        return False  # absent, or a stale file nobody serves
-    writer.close()
-    with contextlib.suppress(OSError):
-        await writer.wait_closed()
-    return True
-
 
 class NodeDaemon:
     def __init__(self, config: NodeConfig) -> None:
@@ -95,8 +76,7 @@ class NodeDaemon:
         self._grpc: grpc.aio.Server | None = None
         self._status: StatusServer | None = None
         self.dra: DRAManager | None = None
-        self._dra_flow: DRAFlow | None = None
-        self._slices: SliceFolder | None = None
+        self._dra: DRAParts | None = None
         self._watcher: PluginWatcher | None = None
 
     @functools.cached_property
@@ -178,13 +158,21 @@ class NodeDaemon:
             raise NodeStartError(str(err)) from None
         self.manager = manager
         # kubelet.sock is served: what follows is imported only now (see the module's docstring).
+        from kubedevice.node.dra.node_side import start_dra
         from kubedevice.node.metrics import NodeMetrics
         from kubedevice.node.pod_sync import PodSync
         from kubedevice.node.podresources import PodResourcesMetrics
         from kubedevice.node.state import PodStateFile
 
         try:
-            await self._start_dra()
+            self._dra = await start_dra(
+                self.config,
+                paths,
+                known_pods=self.pods.uids,
+                active_pods=self.pods.active_uids,
+                registry=self.registry,
+            )
+            self.dra = self._dra.manager
             self._start_plugin_watcher()
         except BaseException:
             await self.stop()
@@ -195,7 +183,7 @@ class NodeDaemon:
         topology.metrics.register(self.registry)
         manager.metrics.register(self.registry)
         self._state = PodStateFile(paths.state_file, current_boot_id(self.config.boot_id))
-        flow = self._require_dra_flow()
+        flow = self._require_dra().flow
         self._sync = PodSync(
             self.config, paths, manager, topology, self.pods, self._state, node_metrics, flow
         )
@@ -216,83 +204,24 @@ class NodeDaemon:
             f" and http://{tcp[0]}:{tcp[1]}" if tcp else "",
         )
 
-    async def _start_dra(self) -> None:
-        """The DRA manager on the root's dra_manager_state, its claims from the manifests, its slices
-        from resourceslices/ (every file there deleted first: plugins publish again when they register)."""
-        from kubedevice.dra import DRACheckpointError, DRAManager
-        from kubedevice.node.dra.claim_state import ClaimStateError, ClaimStateFile
-        from kubedevice.node.dra.flow import DRAFlow
-        from kubedevice.node.dra.slice_folder import SliceFolder
-
-        config, paths = self.config, self.paths
-        slices = SliceFolder(paths.resourceslices, config.node_name, use_inotify=config.use_inotify)
-        try:
-            fault = checkpoint_fault_from_env(os.environ, DRA_CHECKPOINT_FAULT_ENV)
-        except ValueError as err:
-            raise NodeStartError(str(err)) from None
-        state_file = ClaimStateFile(paths.root)
-        try:
-            state = await asyncio.to_thread(state_file.load)
-        except ClaimStateError as err:
-            raise NodeStartError(str(err)) from None
-        flow = DRAFlow(
-            state,
-            state_file,
-            node_name=config.node_name,
-            pools=slices.pools,
-            known_pods=self.pods.uids,
-            retry_period=config.dra_retry_period,
-            reconcile_period=config.dra_reconcile_period,
-        )
-        dra = DRAManager(
-            paths.root,
-            claims=flow.claims,
-            registry=self.registry,
-            wipe_delay=config.dra_wipe_delay,
-            reconcile_period=config.dra_reconcile_period,
-            active_pods=self.pods.active_uids,
-            on_wipe=slices.wipe_driver,
-            checkpoint_fault=fault,
-        )
-        try:
-            await dra.start()
-        except DRACheckpointError as err:
-            hint = REFUSED_HINT if err.corrupt else "make the folder usable"
-            raise NodeStartError(f"{dra.checkpoint_path}: {err} — {hint}") from None
-        self.dra = flow.manager = dra
-        self._dra_flow = flow
-        slices.on_change = flow.changed
-        await slices.start()
-        self._slices = slices
-
     def _start_plugin_watcher(self) -> None:
         """One plugins_registry watcher for both managers' plugins: device plugins and DRA drivers."""
         from kubedevice.api import constants
         from kubedevice.pluginwatcher import WatcherOptions
         from kubedevice.pluginwatcher.watcher import PluginWatcher
 
-        manager, flow = self._require_manager(), self._require_dra_flow()
+        manager, flow = self._require_manager(), self._require_dra().flow
         handlers = {
             constants.DEVICE_PLUGIN_TYPE: manager.plugin_handler,
             constants.DRA_PLUGIN_TYPE: flow.plugin_handler(),
         }
-        options = WatcherOptions(
-            constants.DIAL_TIMEOUT_S,
-            constants.GET_INFO_TIMEOUT_S,
-            constants.NOTIFY_REGISTRATION_STATUS_TIMEOUT_S,
-        )
-        self._watcher = PluginWatcher(self.paths.plugins_registry, handlers, options=options)
+        self._watcher = PluginWatcher(self.paths.plugins_registry, handlers, options=WatcherOptions())
         self._watcher.start()
 
-    def _slices_folder(self) -> SliceFolder:
-        if self._slices is None:
+    def _require_dra(self) -> DRAParts:
+        if self._dra is None:
             raise RuntimeError("the node daemon is not started")
-        return self._slices
-
-    def _require_dra_flow(self) -> DRAFlow:
-        if self._dra_flow is None:
-            raise RuntimeError("the node daemon is not started")
-        return self._dra_flow
+        return self._dra
 
     async def _serve(self, podresources_metrics: PodResourcesMetrics) -> None:
         from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
@@ -301,32 +230,23 @@ class NodeDaemon:
         from kubedevice.node.status_api import StatusAPI
 
         paths = self.paths
-        server = grpc.aio.server()
-        pr_grpc.add_PodResourcesListerServicer_to_server(
-            PodResourcesServicer(
-                self._require_manager(),
-                lambda: [(r.pod, r.active) for r in self.pods],
-                podresources_metrics,
-                claims=self._dynamic_resources,
-            ),
-            server,
+        servicer = PodResourcesServicer(
+            self._require_manager(),
+            lambda: [(r.pod, r.active) for r in self.pods],
+            podresources_metrics,
+            claims=functools.partial(self._require_dra().dynamic_resources, self.pods),
         )
-        with contextlib.suppress(FileNotFoundError):
-            paths.pod_resources_socket.unlink()
-        try:
-            server.add_insecure_port("unix://" + str(paths.pod_resources_socket))
-        except RuntimeError as err:
-            raise NodeStartError(f"cannot serve {paths.pod_resources_socket}: {err}") from None
-        await server.start()
-        self._grpc = server
-        os.chmod(paths.pod_resources_socket, _SOCKET_MODE)
+        self._grpc = await serve_grpc(
+            paths.pod_resources_socket,
+            lambda server: pr_grpc.add_PodResourcesListerServicer_to_server(servicer, server),
+        )
         api = StatusAPI(
             self._require_manager(),
             self._require_topology(),
             self.config.topology.scope,
             paths.checkpoint,
-            self._require_dra_flow(),
-            self._slices_folder(),
+            self._require_dra().flow,
+            self._require_dra().slices,
             self.config.node_name,
             self.pods,
             lambda: self.bad_files,
@@ -348,10 +268,8 @@ class NodeDaemon:
             self._watcher = None
         if self._sync is not None:
             await self._sync.stop()
-        if self._dra_flow is not None:
-            await self._dra_flow.stop()
-        if self._slices is not None:
-            await self._slices.stop()
+        if self._dra is not None:
+            await self._dra.stop_flow()
         if self._status is not None:
             await self._status.stop()
         if self._grpc is not None:
@@ -374,12 +292,6 @@ class NodeDaemon:
             await asyncio.sleep(self.config.status_interval)
             # GetCapacity is what drops resources past their stop grace period; it logs them itself.
             manager.get_capacity()
-
-    def _dynamic_resources(self, pod: Pod, container: str) -> Sequence[DynamicResource]:
-        record = self.pods.get(pod.uid)
-        if record is None or self._dra_flow is None:
-            return []
-        return self._dra_flow.dynamic_resources(record, container)
 
     def active_pods(self) -> Sequence[Pod]:
         return [r.pod for r in self.pods if r.active]

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from kubedevice.api.constants import DIAL_TIMEOUT_S, GET_INFO_TIMEOUT_S, NOTIFY_REGISTRATION_STATUS_TIMEOUT_S
+
 
 class PluginHandlerError(Exception):
     """A handler refused a plugin; str() is the kubelet's text, which the watcher wraps and notifies."""
@@ -28,9 +30,9 @@ class PluginHandler(Protocol):
 @dataclass(frozen=True, slots=True)
 class WatcherOptions:
     """The plugin watcher's: timeouts of its calls to a plugin of the plugins_registry directory, and
-    how often it looks at the directory where inotify cannot be used."""
+    how often it looks at the directory where inotify cannot be used. The defaults are the kubelet's."""
 
-    dial: float
-    get_info: float
-    notify: float
+    dial: float = DIAL_TIMEOUT_S
+    get_info: float = GET_INFO_TIMEOUT_S
+    notify: float = NOTIFY_REGISTRATION_STATUS_TIMEOUT_S
     interval: float = 0.15

@@ -1,0 +1,48 @@
+"""The daemon's own unix sockets: whether one is served already, and serving a gRPC service on one."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc.aio
+
+from kubedevice.node.config import NodeStartError
+
+#: The daemon's sockets: owner and group only (plugins run as root or in the same group).
+SOCKET_MODE = 0o660
+
+
+async def socket_is_served(path: Path, wait: float = 1.0) -> bool:
+    """True when some process accepts connections on the unix socket `path`."""
+    try:
+        async with asyncio.timeout(wait):
+            _reader, writer = await asyncio.open_unix_connection(str(path))
+    except TimeoutError:
+        return True  # it exists and is listening, only too busy to accept
+    except OSError:
+        return False  # absent, or a stale file nobody serves
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
+
+
+async def serve_grpc(path: Path, add_services: Callable[[grpc.aio.Server], None]) -> grpc.aio.Server:
+    """A started gRPC server on `path` (a stale socket file there is replaced), mode SOCKET_MODE.
+
+    Raises NodeStartError with one line when the socket cannot be served.
+    """
+    server = grpc.aio.server()
+    add_services(server)
+    await asyncio.to_thread(path.unlink, missing_ok=True)
+    try:
+        server.add_insecure_port("unix://" + str(path))
+    except RuntimeError as err:
+        raise NodeStartError(f"cannot serve {path}: {err}") from None
+    await server.start()
+    await asyncio.to_thread(os.chmod, path, SOCKET_MODE)
+    return server
