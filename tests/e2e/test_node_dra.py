@@ -19,7 +19,7 @@ from tests.node_dra_helpers import (
     dra_node_processes,
     pod_yaml,
 )
-from tests.node_helpers import wait_for
+from tests.node_helpers import run_cli, wait_for
 
 P = "0b7e6a52-0000-4000-8000-00000000000p"
 A = "0b7e6a52-0000-4000-8000-00000000000a"
@@ -98,6 +98,9 @@ def test_happy_path_with_a_device_plugin_resource_too(node: DRANodeProcesses) ->
     (resource,) = dynamic.claim_resources
     assert (resource.driver_name, resource.pool_name, resource.device_name) == (DRIVER, "node-1", "gpu-0")
     assert [c.name for c in resource.cdi_devices] == [f"{DRIVER}/gpu=gpu-0"]
+    table = run_cli("podresources", "list", "--socket", str(node.paths.pod_resources_socket))
+    assert table.returncode == 0, table.stderr
+    assert f"claim default/c1 ({DRIVER})" in table.stdout and "node-1/gpu-0" in table.stdout
 
     claim = node.try_status("/claims/default/c1")
     assert claim["metadata"] == {"name": "c1", "namespace": "default", "uid": U1}

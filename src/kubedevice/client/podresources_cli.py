@@ -86,12 +86,20 @@ def _print_pod_resources(pod_resources: list[pr.PodResources]) -> None:
         table.add_column(column)
     for p in pod_resources:
         for c in p.containers:
-            if not c.devices:
+            if not c.devices and not c.dynamic_resources:
                 table.add_row(f"{p.namespace}/{p.name}", c.name, "", "", "")
             for d in c.devices:
                 table.add_row(
                     f"{p.namespace}/{p.name}", c.name, d.resource_name, ",".join(d.device_ids), _topology(d)
                 )
+            # DRA: one row per device of each claim (its CDI list repeats the driver's earlier devices' IDs
+            # on the wire, as a kubelet's does, so devices are what the table counts).
+            for dr in c.dynamic_resources:
+                for r in dr.claim_resources:
+                    claim = f"claim {dr.claim_namespace}/{dr.claim_name} ({r.driver_name})"
+                    table.add_row(
+                        f"{p.namespace}/{p.name}", c.name, claim, f"{r.pool_name}/{r.device_name}", "-"
+                    )
     make_console().print(table)
 
 
