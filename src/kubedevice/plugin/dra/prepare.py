@@ -3,8 +3,9 @@
 The walk of a prepare, as the kubelet's Go helper does it: fetch every claim first, outside the lock
 (a slow API server must not hold up other calls); any claim that cannot be fetched, is not allocated
 or was replaced fails the whole call. Then, one call at a time per driver: per claim, answer from the
-state file when this boot prepared it already (re-writing a CDI spec file that went missing), else run
-the hook; one claim's failure is that claim's error only. The state is written before the answer leaves.
+state file (kept in memory, read again when it changed) when this boot prepared it already (re-writing a
+CDI spec file that went missing), else run the hook; one claim's failure is that claim's error only. The
+state is written before the answer leaves.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from kubedevice.plugin.cdi import spec_from_json, write_spec
 from kubedevice.plugin.dra.backend_api import ClaimFetchError, DRABackend
 from kubedevice.plugin.dra.cdi_claims import claim_spec_file_name, prepare_with_allocate
 from kubedevice.plugin.dra.model import Claim, ClaimRef, PreparedDevice, claim_from_json
-from kubedevice.plugin.dra.state import CallLock, ClaimState, PreparedClaim, load_state, save_state
+from kubedevice.plugin.dra.state import CallLock, ClaimState, PreparedClaim, StateStore
 from kubedevice.plugin.events import EventBus, EventKind
 from kubedevice.plugin.model import Device
 
@@ -55,6 +56,10 @@ class ClaimPreparer:
     lock: CallLock
     events: EventBus
     custom_prepare: bool = False
+    _store: StateStore = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._store = StateStore(self.state_file)
 
     async def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, PrepareAnswer]:
         claims = await self._fetch(refs)
@@ -158,13 +163,13 @@ class ClaimPreparer:
 
     async def _load(self) -> ClaimState:
         try:
-            return await asyncio.to_thread(load_state, self.state_file)
+            return await asyncio.to_thread(self._store.load)
         except Exception as exc:
             raise CallFailed(f"read DRA state: {exc}") from exc
 
     async def _save(self, state: ClaimState, what: str) -> None:
         try:
-            await asyncio.to_thread(save_state, self.state_file, state)
+            await asyncio.to_thread(self._store.save, state)
         except OSError as exc:
             raise CallFailed(f"{what}: write DRA state {self.state_file}: {exc.strerror or exc}") from exc
 
