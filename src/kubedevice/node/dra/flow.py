@@ -199,6 +199,14 @@ class DRAFlow:
         self._apply(result.updates)
         self._pods[record.uid] = result.pod
 
+    def prepared_on_record(self, record: PodRecord) -> bool:
+        """The DRA checkpoint alone shows the pod's claims prepared for it (DRAManager.prepared_on_record):
+        a restart knows from that that it ran, as it knows a pod with a device checkpoint entry did."""
+        pod = self._pods.get(record.uid)
+        if pod is None:  # at start, before any step: the view a restore would rebuild
+            pod = restore_pod(record.pod, record.manifest.claims, self.state, self.documents).pod
+        return self.manager.prepared_on_record(pod)
+
     def sources_ready(self, records: Iterable[PodRecord]) -> None:
         """Every pod is known (the first manifest scan): the claim state brought in line with the
         manifests and the restored cache, and the DRA manager's reconcile pass on."""
