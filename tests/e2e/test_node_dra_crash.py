@@ -5,12 +5,14 @@ the driver, with a real `kubedevice plugin fake --api dra`.
 After every kill the next daemon must find a checkpoint that verifies and no temporary file, keep the
 claims of the pods that ran (no new prepare for them), and bring every claim to its right end: a pod whose
 prepare the kill cut short is prepared once more (the SDK answers from its own state: the driver's hook
-ran once) with its device listed once; a claim whose unprepare the kill cut short is unprepared by the
+ran once) with its device listed once, unless the prepare's commit was written (then the DRA checkpoint
+shows it ran, and it goes on without a call); a claim whose unprepare the kill cut short is unprepared by the
 reconcile pass of the next daemon, and no claim another pod still uses is touched.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 from collections.abc import Iterator
 
@@ -106,3 +108,33 @@ def test_sigkill_while_the_driver_prepares(node: DRANodeProcesses) -> None:
     assert _check_files(node) == {"default/c3": ({PODS["r"]}, [f"{DRIVER}/node-1/gpu-2"])}
     assert _hook_runs(node, "c3") == 1
     assert node.pod("r")["containers"][0]["cdiDevices"] == [f"{DRIVER}/gpu=gpu-2"]
+
+
+def test_sigkill_once_the_commit_is_written_restores_the_pod_from_the_checkpoint(
+    node: DRANodeProcesses,
+) -> None:
+    """Killed right after the prepare's second write (the commit: the claim's entry now holds its devices)
+    and before the pod is reported Running: the next daemon knows from that entry alone that the pod ran
+    (the pod state file never lists it) and goes on without any prepare call."""
+    node.start_daemon()
+    node.start_dra_plugin(devices=3)
+    node.write_manifest(
+        "claims.yaml", "---\n".join(claim_yaml(c, f"gpu-{i}", uid=UIDS[c]) for i, c in enumerate(UIDS))
+    )
+    node.write_manifest("p.yaml", pod_yaml("p", "c1", uid=PODS["p"]))
+    node.wait_phase("p", "Running")
+    assert node.kill_daemon(signal.SIGINT) == 0
+    # The restarted daemon's first DRA checkpoint write is q's cache pass, the second its commit; seed 10
+    # draws 0.57 then 0.43: the cache pass's rename survives, the commit's is the kill.
+    node.start_daemon(env={DRA_CHECKPOINT_FAULT_ENV: "after-rename:0.5:10"})
+    node.write_manifest("q.yaml", pod_yaml("q", "c2", uid=PODS["q"]))
+    _killed(node)
+    assert _check_files(node)["default/c2"] == ({PODS["q"]}, [f"{DRIVER}/node-1/gpu-1"])
+    assert PODS["q"] not in json.loads(node.paths.state_file.read_text())["pods"]
+    node.start_daemon()
+    running = node.wait_phase("q", "Running")
+    assert running["containers"][0]["cdiDevices"] == [f"{DRIVER}/gpu=gpu-1"]
+    assert node.pod("p")["phase"] == "Running"
+    wait_for(node.driver_devices, "the plugin to register with the new daemon")
+    assert (_hook_runs(node, "c1"), _hook_runs(node, "c2")) == (1, 1)
+    assert node.events("prepare-cached") == []

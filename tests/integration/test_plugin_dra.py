@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import grpc
 import pytest
+from asyncinotify import Inotify, Mask
 
 from kubedevice.api.drahealth.v1 import api_pb2 as health_v1
 from kubedevice.api.drahealth.v1 import api_pb2_grpc as health_v1_grpc
@@ -221,6 +223,36 @@ async def test_restart_answers_from_the_state_file_and_a_new_boot_runs_the_hook(
         assert third_plugin.allocations == [["gpu-0"]]
     state = json.loads(paths_of(kubelet_dir).state_file.read_text())
     assert state["claims"]["u1"]["boot_id"] == "another-boot"
+
+
+async def test_calls_that_wait_meanwhile_share_one_state_write(kubelet_dir: Path) -> None:
+    """Group commit: prepares and an unprepare queued behind a running call run one after another and
+    their state is written once, before any of them is answered."""
+    backend = MemoryBackend()
+    for i in range(4):
+        backend.add(make_claim(f"c{i}", f"u{i}", [("gpu", f"gpu-{i}")]))
+    plugin = Gpus([Device(f"gpu-{i}") for i in range(4)])
+    async with running(plugin, kubelet_dir, backend) as server:
+        assert server.dra is not None
+        paths = paths_of(kubelet_dir)
+        assert await prepare(paths.dra_socket, [("u0", "c0")]) != {}
+        with Inotify() as inotify:
+            inotify.add_watch(paths.state_file.parent, Mask.MOVED_TO)
+            inotify.sync_timeout = 0.0
+            async with server.dra.preparer.lock.held():  # a call under way
+                calls = [
+                    asyncio.create_task(prepare(paths.dra_socket, [(f"u{i}", f"c{i}")])) for i in (1, 2, 3)
+                ]
+                await poll_async(lambda: backend.fetches == 4, "the prepares to fetch their claims and wait")
+                calls.append(asyncio.create_task(unprepare(paths.dra_socket, [("u0", "c0")])))
+                await poll_async(lambda: server.dra.preparer.queued == 4, "the unprepare to wait")
+            answers = await asyncio.gather(*calls)
+            writes = [e for e in iter(inotify.sync_get, None) if e.name == Path(paths.state_file.name)]
+        assert len(writes) == 1
+        assert [a[f"u{i}"]["error"] for i, a in zip((1, 2, 3), answers[:3], strict=True)] == ["", "", ""]
+        assert answers[3] == {"u0": ""}
+        assert sorted(json.loads(paths.state_file.read_text())["claims"]) == ["u1", "u2", "u3"]
+        assert sorted(plugin.allocations) == [["gpu-0"], ["gpu-1"], ["gpu-2"], ["gpu-3"]]
 
 
 @pytest.mark.parametrize("content", ["{not json", '{"version": 99, "claims": {}}', '{"version": 1}'])

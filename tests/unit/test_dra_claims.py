@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
@@ -10,7 +11,12 @@ from kubedevice.checkpoint import encode_dra, encode_dra_pieces
 from kubedevice.checkpoint.dra_model import ClaimInfoState, DRACheckpointData, DRADevice
 from kubedevice.dra.claim_info import ClaimInfo, ClaimInfoCache
 from kubedevice.dra.claim_names import check_owner, check_reserved, pod_claim_names
-from kubedevice.dra.container_claims import dynamic_resources, get_container_claim_infos, get_resources
+from kubedevice.dra.container_claims import (
+    dynamic_resources,
+    get_container_claim_infos,
+    get_resources,
+    prepared_on_record,
+)
 from kubedevice.dra.errors import ContainerClaimsError, DRAError
 from kubedevice.dra.types import (
     AllocationResult,
@@ -153,6 +159,25 @@ def test_missing_entries_fail_with_the_kubelets_texts() -> None:
         get_resources(ClaimInfoCache(), pod, container)
     with pytest.raises(ContainerClaimsError, match=r"^unable to get information for ResourceClaim c1$"):
         get_container_claim_infos(ClaimInfoCache(), pod, container)
+
+
+def test_prepared_on_record_needs_every_claim_listing_the_pod_with_every_drivers_devices() -> None:
+    """What a restarted daemon reads from the restored checkpoint to tell a pod that ran."""
+    claims = (PodClaim("a", resource_claim_name="c1"), PodClaim("b", resource_claim_template_name="t"))
+    pod = _pod(*claims, statuses={"b": "p-b-x7k2q"})
+    c1 = ClaimInfo("u1", "c1", "default", {"P"}, driver_state=dict.fromkeys(["a.com", "b.com"]))
+    generated = ClaimInfo("u2", "p-b-x7k2q", "default", {"P"}, driver_state={"a.com": None})
+    cache = _cache_with(c1, generated)
+    assert not prepared_on_record(cache, pod)  # the cache pass wrote the entries: no devices yet
+    c1.set_devices("a.com", (_dev("d1", "a.com/g=1"),))
+    generated.set_devices("a.com", (_dev("d2", "a.com/g=2"),))
+    assert not prepared_on_record(cache, pod)  # b.com has not answered
+    c1.set_devices("b.com", (_dev("d3"),))
+    assert prepared_on_record(cache, pod)
+    assert not prepared_on_record(cache, replace(pod, uid="Q"))  # entries of another pod
+    assert not prepared_on_record(_cache_with(c1), pod)  # the generated claim's entry is missing
+    assert not prepared_on_record(cache, _pod(*claims))  # not created yet: cannot tell
+    assert not prepared_on_record(cache, _pod())  # no claims: nothing to tell from
 
 
 def test_podresources_quirk_b9_cdi_lists_grow_within_a_driver() -> None:

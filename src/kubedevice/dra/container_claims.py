@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from kubedevice.checkpoint.dra_model import ClaimInfoState
 from kubedevice.dra.claim_info import ClaimInfoCache
-from kubedevice.dra.claim_names import resolve
-from kubedevice.dra.errors import ContainerClaimsError
+from kubedevice.dra.claim_names import pod_claim_names, resolve
+from kubedevice.dra.errors import ContainerClaimsError, DRAError
 from kubedevice.dra.types import Container, Pod
 
 
@@ -48,6 +48,26 @@ def get_resources(cache: ClaimInfoCache, pod: Pod, container: Container) -> list
         for request in requests:
             ids.update(dict.fromkeys(info.cdi_devices(request)))
     return list(ids)
+
+
+def prepared_on_record(cache: ClaimInfoCache, pod: Pod) -> bool:
+    """Every claim of the pod has an entry that lists the pod and holds what each of its drivers prepared.
+
+    The cache pass writes an entry with the pod but no devices yet, and the commit adds them: so, read
+    from a restored checkpoint, True means the pod's prepare finished. An entry whose driver prepared no
+    device (nil in the checkpoint) cannot tell, nor can a pod without claims: False.
+    """
+    try:
+        names = pod_claim_names(pod)
+    except DRAError:
+        return False
+    for name in names:
+        info = cache.get(pod.namespace, name.claim_name)
+        if info is None or pod.uid not in info.pod_uids:
+            return False
+        if not info.driver_state or not all(info.driver_state.values()):
+            return False
+    return bool(names)
 
 
 def get_container_claim_infos(cache: ClaimInfoCache, pod: Pod, container: Container) -> list[ClaimInfoState]:

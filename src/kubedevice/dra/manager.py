@@ -225,6 +225,11 @@ class DRAManager:
         """True while some claim entry lists the pod: the pod must not be forgotten yet."""
         return self._state.cache.has_pod_reference(pod_uid)
 
+    def prepared_on_record(self, pod: Pod) -> bool:
+        """The checkpoint shows the pod's claims prepared for it (container_claims.prepared_on_record):
+        after a restart, what tells a pod that ran from one whose prepare a crash cut short."""
+        return container_claims.prepared_on_record(self._state.cache, pod)
+
     def claim_infos(self) -> list[tuple[ClaimInfoState, bool]]:
         """Every cached claim and whether it is prepared in this run, sorted by namespace/name."""
         return [(info.to_state(), info.prepared) for info in self._state.cache.entries()]

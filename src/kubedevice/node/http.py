@@ -40,7 +40,9 @@ class Response:
 
     @classmethod
     def json(cls, value: object, status: int = 200) -> Response:
-        return cls(status, (json.dumps(value, indent=1) + "\n").encode())
+        # One line: json's C encoder serves only that (indent takes the pure-Python one), and a DRA
+        # driver fetches each claim of a burst here. The CLI prints `--json` indented itself.
+        return cls(status, (json.dumps(value) + "\n").encode())
 
     @classmethod
     def text(cls, text: str, status: int = 200, content_type: str = "text/plain; charset=utf-8") -> Response:

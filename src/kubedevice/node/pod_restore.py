@@ -1,9 +1,11 @@
 """What a pod becomes when the daemon starts again: the state file's Failed and Succeeded pods stay so, and a
-pod that was Running before a restart of the daemon (same boot) goes on without a new admission."""
+pod that was Running before a restart of the daemon (same boot) goes on without a new admission; and what
+the state file must keep for that."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Set
 
 from kubedevice.dra import DRAError
 from kubedevice.manager import DeviceManager, Pod
@@ -59,9 +61,36 @@ async def restore_running(
     return True
 
 
+def remembered(
+    pods: Iterable[PodRecord], starting: Set[str], with_devices: Set[str], dra: DRAFlow
+) -> dict[str, SavedPod]:
+    """What the state file keeps: the pods a restart cannot learn from the checkpoints.
+
+    Failed and Succeeded pods (a restart must not admit them again) and Running pods that no checkpoint
+    shows running (a restart must not fail them), `starting` ones included. A Running pod with devices
+    is in the device checkpoint (`with_devices`), one with claims in the DRA checkpoint (its claims'
+    entries list it, with their devices), and a Pending pod is admitted again anyway: none costs a write.
+    """
+    kept: dict[str, SavedPod] = {}
+    for record in pods:
+        if record.uid in starting:
+            kept[record.uid] = record.saved("Running")
+            continue
+        running = record.phase == "Running" and not on_record(record, with_devices, dra)
+        if not record.terminating and (running or not record.active):
+            kept[record.uid] = record.saved()
+    return kept
+
+
+def on_record(record: PodRecord, with_devices: Set[str], dra: DRAFlow) -> bool:
+    """A checkpoint shows the pod running: its DRA claims' entries, or else its device checkpoint entry."""
+    if has_claims(record):
+        return dra.prepared_on_record(record)
+    return record.uid in with_devices
+
+
 def was_running(saved: SavedPod | None, manifest: PodManifest) -> bool:
-    """The state file says this very pod version was Running (one without a checkpoint entry, or one
-    with claims)."""
+    """The state file says this very pod version was Running (one no checkpoint shows running)."""
     return saved is not None and saved.phase == "Running" and saved.digest == manifest.digest
 
 

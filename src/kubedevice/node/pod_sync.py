@@ -32,7 +32,9 @@ from kubedevice.node.manifests import PodManifest
 from kubedevice.node.metrics import NodeMetrics
 from kubedevice.node.pod_restore import (
     log_pods,
+    on_record,
     pod_name,
+    remembered,
     restore_running,
     restore_terminated,
     was_running,
@@ -123,8 +125,8 @@ class PodSync:
             self._dra.restore_routes(record)  # a recorded decision: its pod counts as one with claims
             if restore_terminated(record, saved.get(m.uid)):
                 continue
-            # A pod with claims ran only if the state file says so: its devices may be held while it waits.
-            ran = was_running(saved.get(m.uid), m) or (m.uid in checkpointed and not has_claims(record))
+            # A pod with claims may hold devices while it waits for them: its claims' entries tell.
+            ran = was_running(saved.get(m.uid), m) or on_record(record, checkpointed, self._dra)
             try:
                 if not rebooted and ran and await restore_running(self._topology, manager, self._dra, record):
                     restored.append(pod_name(record.pod))
@@ -321,7 +323,11 @@ class PodSync:
                 started.set_result(None)
         if options is not None:
             record.run_options = options
-            if has_claims(record) or all(o is None for o in options.values()):
+            if (
+                not self._dra.prepared_on_record(record)
+                if has_claims(record)
+                else all(o is None for o in options.values())
+            ):
                 # No checkpoint entry says it runs: save that before anyone is told it does.
                 self._starting.add(record.uid)
                 try:
@@ -372,24 +378,8 @@ class PodSync:
         self.bad_files = dict(errors)
 
     def remembered_pods(self) -> dict[str, SavedPod]:
-        """What the state file keeps: the pods a restart cannot learn from the checkpoint.
-
-        Failed and Succeeded pods (a restart must not admit them again) and Running pods that hold no
-        checkpoint entry (a restart must not fail them). A Running pod with devices is in the checkpoint,
-        and a Pending pod is admitted again anyway, so neither costs a write.
-        """
-        with_devices = self._manager.pod_uids()
-        kept = {r.uid: r.saved() for r in self.pods if not r.active and not r.terminating}
-        for record in self.pods:
-            if record.uid in self._starting:
-                kept[record.uid] = record.saved("Running")
-            elif (
-                record.phase == "Running"
-                and not record.terminating
-                and (record.uid not in with_devices or has_claims(record))
-            ):
-                kept[record.uid] = record.saved()
-        return kept
+        """What the state file keeps (node.pod_restore.remembered)."""
+        return remembered(self.pods, self._starting, self._manager.pod_uids(), self._dra)
 
     async def _save_state(self) -> None:
         try:

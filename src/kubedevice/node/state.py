@@ -2,11 +2,13 @@
 nor fails a pod that was Running.
 
 Devices are remembered by the device manager's checkpoint, and a pod with a checkpoint entry is known to
-have been Running from that alone. This file keeps the rest of what the kubelet would learn back from the
-API server and the container runtime: each Failed or Succeeded pod's phase, reason and message, each
-Running pod that holds no device (a zero request, or admitted before its plugin registered), the
-manifest content each had, and the boot they ran in. So it changes when a pod terminates or is tried
-again, or when a pod without devices starts Running, never for an admission that wrote the checkpoint.
+have been Running from that alone; so is a pod with claims whose entries in the DRA checkpoint list it
+with their devices. This file keeps the rest of what the kubelet would learn back from the API server
+and the container runtime: each Failed or Succeeded pod's phase, reason and message, each Running pod no
+checkpoint shows running (no device: a zero request, or admitted before its plugin registered; a claim
+whose driver prepared no device), the manifest content each had, and the boot they ran in. So it changes
+when a pod terminates or is tried again, or when such a pod starts Running, never for an admission that
+wrote a checkpoint.
 It is written atomically (temp file, fsync, rename) from a thread, one write at a time, and saves asked
 for while a write runs share the next one (group commit).
 """

@@ -22,12 +22,12 @@ import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
 from typing import overload
 
-from kubedevice.checkpoint import CheckpointError
 from kubedevice.checkpoint.dra_model import ClaimInfoState
 from kubedevice.dra import DRAManager, DynamicResource, PrepareError, UnprepareError
 from kubedevice.dra import types as dra
 from kubedevice.manager import RunContainerOptions
 from kubedevice.node.dra.cel import CelSelectors
+from kubedevice.node.dra.claim_saver import ClaimStateSaver
 from kubedevice.node.dra.claim_state import ClaimRecord, ClaimState, ClaimStateFile, reconcile_at_start
 from kubedevice.node.dra.claim_view import ClaimView
 from kubedevice.node.dra.dra_step import DRAContext, dra_step, recorded_routes, restore_pod
@@ -112,7 +112,7 @@ class DRAFlow:
         reconcile_period: float,
     ) -> None:
         self.state = state
-        self._state_file = state_file
+        self._saver = ClaimStateSaver(state, state_file)
         self._node_name = node_name
         self._pools = pools
         self._known_pods = known_pods
@@ -130,9 +130,6 @@ class DRAFlow:
         self._terminating: dict[str, asyncio.Task[None]] = {}
         #: Each pod's DRA view (its generated claims' names, its special claim) from its last step.
         self._pods: dict[str, dra.Pod] = {}
-        self._save_lock = asyncio.Lock()
-        self._saves: set[asyncio.Task[None]] = set()
-        self._save_queued = False
 
     def dra_pod(self, record: PodRecord) -> dra.Pod:
         """The pod as the DRA manager sees it."""
@@ -145,24 +142,8 @@ class DRAFlow:
             self._changed.fire()
 
     def _apply(self, updates: Mapping[str, ClaimRecord | None]) -> bool:
-        """Apply a decision to the claim state and save it (in order, on a thread) when it changed."""
-        if not self.state.apply(updates):
-            return False
-        if not self._save_queued:  # a save still waiting for its turn will write this change too
-            self._save_queued = True
-            task = asyncio.create_task(self._save(), name="save dra_claims.json")
-            self._saves.add(task)
-            task.add_done_callback(self._saves.discard)
-        return True
-
-    async def _save(self) -> None:
-        async with self._save_lock:
-            self._save_queued = False  # a change from now on needs a save of its own
-            blob = self.state.encode()  # the state as it is now, encoded on the loop
-            try:
-                await asyncio.to_thread(self._state_file.write, blob)
-            except (OSError, CheckpointError) as err:
-                log.error("cannot write %s: %s", self._state_file.path, err)
+        """Apply a decision to the claim state (saved in order, on a thread); True when it changed."""
+        return self._saver.apply(updates)
 
     def _release(self, uid: str) -> None:
         """The pod is gone (unprepared, or never prepared): its reservations and generated claims go."""
@@ -218,6 +199,14 @@ class DRAFlow:
         self._apply(result.updates)
         self._pods[record.uid] = result.pod
 
+    def prepared_on_record(self, record: PodRecord) -> bool:
+        """The DRA checkpoint alone shows the pod's claims prepared for it (DRAManager.prepared_on_record):
+        a restart knows from that that it ran, as it knows a pod with a device checkpoint entry did."""
+        pod = self._pods.get(record.uid)
+        if pod is None:  # at start, before any step: the view a restore would rebuild
+            pod = restore_pod(record.pod, record.manifest.claims, self.state, self.documents).pod
+        return self.manager.prepared_on_record(pod)
+
     def sources_ready(self, records: Iterable[PodRecord]) -> None:
         """Every pod is known (the first manifest scan): the claim state brought in line with the
         manifests and the restored cache, and the DRA manager's reconcile pass on."""
@@ -250,7 +239,7 @@ class DRAFlow:
             task.cancel()
         await asyncio.gather(*self._terminating.values(), return_exceptions=True)
         self._terminating.clear()
-        await asyncio.gather(*self._saves, return_exceptions=True)
+        await self._saver.stop()
 
     # --- preparing ---
 

@@ -3,8 +3,9 @@
 The walk of a prepare, as the kubelet's Go helper does it: fetch every claim first, outside the lock
 (a slow API server must not hold up other calls); any claim that cannot be fetched, is not allocated
 or was replaced fails the whole call. Then, one call at a time per driver: per claim, answer from the
-state file when this boot prepared it already (re-writing a CDI spec file that went missing), else run
-the hook; one claim's failure is that claim's error only. The state is written before the answer leaves.
+state file (kept in memory, read again when it changed) when this boot prepared it already (re-writing a
+CDI spec file that went missing), else run the hook; one claim's failure is that claim's error only. The
+state is written before the answer leaves, once for all the calls that waited meanwhile.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from kubedevice.plugin.cdi import spec_from_json, write_spec
 from kubedevice.plugin.dra.backend_api import ClaimFetchError, DRABackend
 from kubedevice.plugin.dra.cdi_claims import claim_spec_file_name, prepare_with_allocate
 from kubedevice.plugin.dra.model import Claim, ClaimRef, PreparedDevice, claim_from_json
-from kubedevice.plugin.dra.state import CallLock, ClaimState, PreparedClaim, load_state, save_state
+from kubedevice.plugin.dra.state import CallLock, ClaimState, PreparedClaim, StateStore
 from kubedevice.plugin.events import EventBus, EventKind
 from kubedevice.plugin.model import Device
 
@@ -39,9 +40,27 @@ class PrepareAnswer:
     error: str = ""
 
 
+@dataclass(eq=False)
+class _Call:
+    """One NodePrepareResources (its fetched claims) or NodeUnprepareResources (`claims` None) waiting
+    for the batch that runs it; `answer` gets its result or CallFailed."""
+
+    what: str
+    refs: Sequence[ClaimRef]
+    claims: list[Claim] | None
+    answer: asyncio.Future[Any]
+
+
 @dataclass
 class ClaimPreparer:
-    """Prepares and unprepares one driver's claims; `lock` serialises the calls (and instances)."""
+    """Prepares and unprepares one driver's claims; `lock` serialises the calls (and instances).
+
+    Calls run in batches, in arrival order: one task takes every call waiting, holds the lock, runs
+    them one after another on one copy of the state and writes it once (group commit): calls that
+    arrive during a write share the next one instead of paying a write (and its fsyncs) each. A call
+    cancelled before its batch starts is not run; one cancelled during it is finished and recorded
+    (the kubelet's retry is then answered from the state).
+    """
 
     plugin: DevicePlugin
     driver: str
@@ -55,62 +74,128 @@ class ClaimPreparer:
     lock: CallLock
     events: EventBus
     custom_prepare: bool = False
+    _store: StateStore = field(init=False, repr=False)
+    _waiting: list[_Call] = field(init=False, repr=False, default_factory=list)
+    _batches: asyncio.Task[None] | None = field(init=False, repr=False, default=None)
+
+    def __post_init__(self) -> None:
+        self._store = StateStore(self.state_file)
+
+    @property
+    def queued(self) -> int:
+        """Calls waiting for their batch to start."""
+        return len(self._waiting)
 
     async def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, PrepareAnswer]:
         claims = await self._fetch(refs)
-        async with self.lock.held():
-            state = await self._load()
-            boot = await asyncio.to_thread(self.boot_id)
-            answers: dict[str, PrepareAnswer] = {}
-            changed = False
-            for claim in claims:
-                entry = state.claims.get(claim.uid)
-                try:
-                    if entry is not None and entry.boot_id == boot:
-                        await asyncio.to_thread(_restore_specs, entry)
-                        answers[claim.uid] = PrepareAnswer(entry.devices)
-                        self._emit(EventKind.PREPARE_CACHED, claim.ref)
-                        continue
-                    entry = await self._run_hook(claim, boot)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    log.warning("prepare of claim %s (%s) failed: %s", claim, claim.uid, exc)
-                    answers[claim.uid] = PrepareAnswer(error=str(exc) or type(exc).__name__)
-                    continue
-                state.claims[claim.uid] = entry
-                changed = True
-                answers[claim.uid] = PrepareAnswer(entry.devices)
-                self._emit(EventKind.PREPARE, claim.ref)
-            if changed:
-                await self._save(state, "prepare")
-            return answers
+        answers: dict[str, PrepareAnswer] = await self._submit("prepare", refs, claims)
+        return answers
 
     async def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
-        async with self.lock.held():
+        errors: dict[str, str] = await self._submit("unprepare", refs, None)
+        return errors
+
+    async def _submit(self, what: str, refs: Sequence[ClaimRef], claims: list[Claim] | None) -> Any:
+        call = _Call(what, refs, claims, asyncio.get_running_loop().create_future())
+        self._waiting.append(call)
+        if self._batches is None or self._batches.done():
+            self._batches = asyncio.create_task(self._run_batches(), name=f"dra-calls {self.driver}")
+        return await call.answer  # cancelling the caller cancels `answer`: the batch skips or drops it
+
+    async def _run_batches(self) -> None:
+        batch: list[_Call] = []
+        try:
+            while self._waiting:
+                async with self.lock.held():
+                    batch, self._waiting = [c for c in self._waiting if not c.answer.done()], []
+                    if batch:
+                        await self._run(batch)
+        finally:
+            for call in batch + self._waiting:  # stopped (the server's loop ends): nobody runs them
+                if not call.answer.done():
+                    call.answer.cancel()
+
+    async def _run(self, batch: list[_Call]) -> None:
+        try:
             state = await self._load()
-            errors: dict[str, str] = {}
+            boot = await asyncio.to_thread(self.boot_id)
+            results: list[Any] = []
             changed = False
-            for ref in refs:
-                errors[ref.uid] = ""
-                entry = state.claims.get(ref.uid)
-                if entry is None:
-                    continue  # never prepared here (or unprepared already): nothing to undo
-                try:
-                    await self.plugin.unprepare(ref)
-                    await asyncio.to_thread(_remove_specs, entry)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    log.warning("unprepare of claim %s (%s) failed: %s", ref, ref.uid, exc)
-                    errors[ref.uid] = str(exc) or type(exc).__name__
-                    continue
-                del state.claims[ref.uid]
-                changed = True
-                self._emit(EventKind.UNPREPARE, ref)
+            for call in batch:
+                result: Any
+                if call.claims is not None:
+                    result, more = await self._prepare(state, call.claims, boot)
+                else:
+                    result, more = await self._unprepare(state, call.refs)
+                results.append(result)
+                changed = changed or more
             if changed:
-                await self._save(state, "unprepare")
-            return errors
+                await asyncio.to_thread(self._store.save, state)
+        except CallFailed as exc:
+            _answer_all(batch, exc)
+            return
+        except OSError as exc:
+            for call in batch:
+                if not call.answer.done():
+                    call.answer.set_exception(
+                        CallFailed(f"{call.what}: write DRA state {self.state_file}: {exc.strerror or exc}")
+                    )
+            return
+        except Exception as exc:  # a bug: every caller fails with it rather than waiting forever
+            log.exception("a batch of DRA calls failed")
+            _answer_all(batch, exc)
+            return
+        for call, result in zip(batch, results, strict=True):
+            if not call.answer.done():
+                call.answer.set_result(result)
+
+    async def _prepare(
+        self, state: ClaimState, claims: list[Claim], boot: str
+    ) -> tuple[dict[str, PrepareAnswer], bool]:
+        answers: dict[str, PrepareAnswer] = {}
+        changed = False
+        for claim in claims:
+            entry = state.claims.get(claim.uid)
+            try:
+                if entry is not None and entry.boot_id == boot:
+                    await asyncio.to_thread(_restore_specs, entry)
+                    answers[claim.uid] = PrepareAnswer(entry.devices)
+                    self._emit(EventKind.PREPARE_CACHED, claim.ref)
+                    continue
+                entry = await self._run_hook(claim, boot)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("prepare of claim %s (%s) failed: %s", claim, claim.uid, exc)
+                answers[claim.uid] = PrepareAnswer(error=str(exc) or type(exc).__name__)
+                continue
+            state.claims[claim.uid] = entry
+            changed = True
+            answers[claim.uid] = PrepareAnswer(entry.devices)
+            self._emit(EventKind.PREPARE, claim.ref)
+        return answers, changed
+
+    async def _unprepare(self, state: ClaimState, refs: Sequence[ClaimRef]) -> tuple[dict[str, str], bool]:
+        errors: dict[str, str] = {}
+        changed = False
+        for ref in refs:
+            errors[ref.uid] = ""
+            entry = state.claims.get(ref.uid)
+            if entry is None:
+                continue  # never prepared here (or unprepared already): nothing to undo
+            try:
+                await self.plugin.unprepare(ref)
+                await asyncio.to_thread(_remove_specs, entry)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("unprepare of claim %s (%s) failed: %s", ref, ref.uid, exc)
+                errors[ref.uid] = str(exc) or type(exc).__name__
+                continue
+            del state.claims[ref.uid]
+            changed = True
+            self._emit(EventKind.UNPREPARE, ref)
+        return errors, changed
 
     async def _fetch(self, refs: Sequence[ClaimRef]) -> list[Claim]:
         claims: list[Claim] = []
@@ -158,19 +243,19 @@ class ClaimPreparer:
 
     async def _load(self) -> ClaimState:
         try:
-            return await asyncio.to_thread(load_state, self.state_file)
+            return await asyncio.to_thread(self._store.load)
         except Exception as exc:
             raise CallFailed(f"read DRA state: {exc}") from exc
-
-    async def _save(self, state: ClaimState, what: str) -> None:
-        try:
-            await asyncio.to_thread(save_state, self.state_file, state)
-        except OSError as exc:
-            raise CallFailed(f"{what}: write DRA state {self.state_file}: {exc.strerror or exc}") from exc
 
     def _emit(self, kind: EventKind, ref: ClaimRef) -> None:
         log.log(self.events.said_level, "%s of claim %s (%s)", kind, ref, ref.uid)
         self.events.emit(kind, claim=str(ref), uid=ref.uid)
+
+
+def _answer_all(batch: list[_Call], exc: BaseException) -> None:
+    for call in batch:
+        if not call.answer.done():
+            call.answer.set_exception(exc)
 
 
 def _to_wire(prepared: PreparedDevice) -> dict[str, Any]:

@@ -2,8 +2,10 @@
 
 One JSON file per driver, ``{"version": 1, "claims": {<uid>: {namespace, name, devices, cdi_spec_files,
 boot_id}}}``, where ``devices`` are the wire form of the answer. It is written (temporary file, fsync,
-rename) before an answer leaves, and read again at the start of every serialised call, so the two
-instances of a rolling update, which share the file under one lock, answer alike.
+rename) before an answer leaves. Each serialised call starts from the state this instance last wrote,
+unless the file changed since (another inode, size or mtime): then it is read again, so the two instances
+of a rolling update, which share the file under one lock, answer alike. Each claim's JSON is kept until the
+claim changes, so a write encodes only what changed (a burst of prepares must not cost O(claims) each).
 
 An unreadable file is never taken as empty: prepare would then run the hooks again for claims whose
 hardware is already set up.
@@ -67,26 +69,42 @@ def read_boot_id(path: Path = _BOOT_ID_FILE) -> str:
         return ""
 
 
+_WHAT_TO_DO = "move it aside once no claim of this driver is prepared on the node, or restore it"
+
+#: What tells one version of the file from another: inode, size, mtime (None: no file).
+Stamp = tuple[int, int, int]
+
+
 def load_state(path: Path) -> ClaimState:
     """Read the state file; a missing file is an empty state, anything unreadable raises StateFileError."""
-    what_to_do = "move it aside once no claim of this driver is prepared on the node, or restore it"
+    return _read(path)[0]
+
+
+def _read(path: Path) -> tuple[ClaimState, Stamp | None]:
+    """The state and the stamp of the very file it was read from."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            info = os.fstat(handle.fileno())
+            text = handle.read().decode("utf-8")
     except FileNotFoundError:
-        return ClaimState()
+        return ClaimState(), None
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
-        raise StateFileError(f"{path}: cannot read the DRA state ({reason}) — {what_to_do}") from None
+        raise StateFileError(f"{path}: cannot read the DRA state ({reason}) — {_WHAT_TO_DO}") from None
+    return _parse(path, text), (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+def _parse(path: Path, text: str) -> ClaimState:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise StateFileError(
-            f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}) — {what_to_do}"
+            f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}) — {_WHAT_TO_DO}"
         ) from None
     if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
         version = data.get("version") if isinstance(data, dict) else None
         raise StateFileError(
-            f"{path}: unknown DRA state version {version!r} (this SDK reads {STATE_VERSION}) — {what_to_do}"
+            f"{path}: unknown DRA state version {version!r} (this SDK reads {STATE_VERSION}) — {_WHAT_TO_DO}"
         )
     try:
         claims = {
@@ -101,18 +119,62 @@ def load_state(path: Path) -> ClaimState:
             for uid, entry in data["claims"].items()
         }
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise StateFileError(f"{path}: malformed DRA state (at {exc}) — {what_to_do}") from None
+        raise StateFileError(f"{path}: malformed DRA state (at {exc}) — {_WHAT_TO_DO}") from None
     return ClaimState(claims)
 
 
 def save_state(path: Path, state: ClaimState) -> None:
     """Write atomically and durably: temporary file, fsync, rename, fsync of the folder."""
-    data = {
-        "version": STATE_VERSION,
-        "claims": {uid: entry.to_json() for uid, entry in sorted(state.claims.items())},
-    }
-    # dumps without indent: json's C encoder serves only that; the whole state is written at every call.
-    write_atomic(path, json.dumps(data, sort_keys=True) + "\n", sync_folder=True)
+    StateStore(path).save(state)
+
+
+def _stamp(path: Path) -> Stamp | None:
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+class StateStore:
+    """The state file of one instance, kept in memory between calls. Blocking: call it on a thread, with
+    the call lock held (so no other writer runs between a load and the save that follows it)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        #: The claims as the file held them at `_stamp`; None: read the file at the next load.
+        self._claims: dict[str, PreparedClaim] | None = None
+        self._stamp: Stamp | None = None
+        #: uid -> the entry and its `"<uid>": {...}` text, as json.dumps(sort_keys=True) writes it.
+        self._texts: dict[str, tuple[PreparedClaim, str]] = {}
+
+    def load(self) -> ClaimState:
+        """The state, read again only when the file is not the one this instance last read or wrote.
+        The caller gets its own copy of the claims: a call that fails or is cancelled before its save
+        leaves the kept state as the file has it."""
+        if self._claims is None or _stamp(self.path) != self._stamp:
+            state, self._stamp = _read(self.path)
+            self._claims = state.claims
+        return ClaimState(dict(self._claims))
+
+    def save(self, state: ClaimState) -> None:
+        """Write atomically and durably (temporary file, fsync, rename, fsync of the folder), in the
+        layout json.dumps({"version": 1, "claims": ...}, sort_keys=True) gives."""
+        claims = ", ".join(self._encode(state.claims))
+        body = f'{{"claims": {{{claims}}}, "version": {STATE_VERSION}}}\n'
+        self._claims = None  # unknown until the write is done: a failed write leaves either file
+        write_atomic(self.path, body, sync_folder=True)
+        self._claims, self._stamp = dict(state.claims), _stamp(self.path)
+
+    def _encode(self, claims: Mapping[str, PreparedClaim]) -> list[str]:
+        texts: dict[str, tuple[PreparedClaim, str]] = {}
+        for uid, entry in claims.items():
+            known = self._texts.get(uid)
+            if known is None or (known[0] is not entry and known[0] != entry):
+                known = (entry, f"{json.dumps(uid)}: {json.dumps(entry.to_json(), sort_keys=True)}")
+            texts[uid] = known
+        self._texts = texts
+        return [texts[uid][1] for uid in sorted(texts)]
 
 
 class CallLock:
