@@ -363,6 +363,11 @@ async def test_unprepare_waits_for_its_driver_scenario_43() -> None:
         env.claims.put(allocated("c1", "u1", [p], ("gpu", DRIVER, "gpu-0")))
         await env.manager.prepare_resources(p)
         await plugin.stop()
+        # The watcher sees the registration socket go at its next look; until then the endpoint is only
+        # disconnected and a call fails with a connection error instead.
+        await poll_async(
+            lambda: not any(d.endpoints for d in env.manager.drivers()), "the driver's deregistration"
+        )
         with pytest.raises(UnprepareError) as failed:
             await env.manager.unprepare_resources(p)
         assert (
