@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from kubedevice.checkpoint.dra_model import ClaimInfoState, DRACheckpointData, DRADevice
-from kubedevice.checkpoint.json_reader import JSONNumber, JSONObject, match_field, type_error
-from kubedevice.checkpoint.spew import utf8
+from kubedevice.checkpoint.json_reader import GoStrings, JSONObject, match_field, type_error
 
 #: The list key of every kubelet from v1.32 on, and the one we write.
 LIST_KEY: Final = "ClaimInfoStateList"
@@ -82,11 +81,8 @@ class InnerDocument:
     list_key: str | None
 
 
-class DRAReader:
+class DRAReader(GoStrings):
     """Decodes the parsed inner document; ``scrub`` turns lone surrogates into U+FFFD as Go does."""
-
-    def __init__(self, scrub: bool) -> None:
-        self.scrub = scrub
 
     def document(self, doc: object) -> InnerDocument:
         raw = _RawData()
@@ -105,23 +101,6 @@ class DRAReader:
         claims = None if list_key is None else raw.lists[list_key]
         data = DRACheckpointData(None if claims is None else tuple(c.public() for c in claims))
         return InnerDocument(data, list_key)
-
-    def string(self, value: object, current: str, path: str) -> str:
-        if value is None:
-            return current
-        if isinstance(value, str) and not isinstance(value, JSONNumber):
-            return utf8(value).decode("utf-8") if self.scrub else value
-        raise type_error(path, value, "a string")
-
-    def strlist(self, value: object, current: list[str] | None, path: str) -> list[str] | None:
-        if value is None:
-            return None
-        if not isinstance(value, list):
-            raise type_error(path, value, "an array of strings")
-        old = current or []
-        return [
-            self.string(item, old[i] if i < len(old) else "", f"{path}[{i}]") for i, item in enumerate(value)
-        ]
 
     def claims(self, value: object, current: list[_RawClaim] | None, path: str) -> list[_RawClaim] | None:
         if value is None:

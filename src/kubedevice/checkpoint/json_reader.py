@@ -112,13 +112,12 @@ class RawCheckpoint:
     checksum: int = 0
 
 
-class Decoder:
-    """Decodes parsed JSON into the kubelet's types: v2 (``DeviceIDs`` by NUMA node) or v1 (a flat list)."""
+class GoStrings:
+    """Reads strings as Go's ``encoding/json`` does into a field: null keeps the field's value, a lone
+    surrogate (Python keeps ``\\ud800``, Go makes U+FFFD) is scrubbed only when ``scrub`` asks, since only
+    a text with such an escape needs every string checked."""
 
-    def __init__(self, v1: bool, scrub: bool) -> None:
-        self.v1 = v1
-        # Go turns an escaped lone surrogate (\ud800) into U+FFFD; Python keeps it. Only when the text has
-        # such an escape is every string checked, to keep the common path fast.
+    def __init__(self, scrub: bool) -> None:
         self.scrub = scrub
 
     def string(self, value: object, current: str, path: str) -> str:
@@ -139,6 +138,14 @@ class Decoder:
         return [
             self.string(item, old[i] if i < len(old) else "", f"{path}[{i}]") for i, item in enumerate(value)
         ]
+
+
+class Decoder(GoStrings):
+    """Decodes parsed JSON into the kubelet's types: v2 (``DeviceIDs`` by NUMA node) or v1 (a flat list)."""
+
+    def __init__(self, v1: bool, scrub: bool) -> None:
+        super().__init__(scrub)
+        self.v1 = v1
 
     def checkpoint(self, doc: object) -> RawCheckpoint:
         raw = RawCheckpoint(entries=[], registered={})
