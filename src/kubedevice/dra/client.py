@@ -34,6 +34,7 @@ from kubedevice.checkpoint.dra_model import DRADevice
 from kubedevice.dra.errors import DRACallError
 from kubedevice.dra.metrics import DRAMetrics
 from kubedevice.dra.types import ClaimRef
+from kubedevice.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -211,8 +212,6 @@ class DRAPluginClient:
         if self._closed:
             return
         self._closed = True
-        self._watch.cancel()
-        # gather, not a suppressed CancelledError: a cancellation of the caller itself must go on.
-        await asyncio.gather(self._watch, return_exceptions=True)
+        await cancel_and_wait(self._watch)
         self._connected = False
         await self.channel.close(None)

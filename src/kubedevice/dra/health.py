@@ -23,6 +23,7 @@ from kubedevice.api.drahealth.v1 import api_pb2_grpc as health_v1_grpc
 from kubedevice.api.drahealth.v1alpha1 import api_pb2 as health_v1alpha1
 from kubedevice.api.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
 from kubedevice.dra.client import go_rpc_error
+from kubedevice.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -157,5 +158,4 @@ class HealthStream:
             log.debug("DRA driver %s health stream at %s: %s", self._driver, self._endpoint, reason)
 
     async def stop(self) -> None:
-        self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait(self._task)

@@ -34,6 +34,7 @@ from kubedevice.dra.metrics import DRAMetrics
 from kubedevice.dra.plugins import DRAPlugins, DriverStatus
 from kubedevice.dra.state import DRAState
 from kubedevice.dra.types import ClaimRef, ClaimSource, Container, Pod
+from kubedevice.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -140,10 +141,7 @@ class DRAManager:
         if self._status in ("stopping", "stopped"):
             return
         self._status = "stopping"
-        if self._reconcile_task is not None:
-            self._reconcile_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reconcile_task
+        await cancel_and_wait(self._reconcile_task)
         await self._state.plugins.stop()
         self._status = "stopped"
 

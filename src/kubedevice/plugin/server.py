@@ -37,6 +37,7 @@ from kubedevice.plugin.naming import check_resource_name, check_socket_path, soc
 from kubedevice.plugin.service import DevicePluginService, WatcherRegistrationService
 from kubedevice.plugin.watcher import KubeletWatcher, SocketIdentity, wait_for_directory
 from kubedevice.plugin.wire import options_to_wire
+from kubedevice.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +203,7 @@ class PluginServer:
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
         for task in self._tasks:
-            await _cancel_and_wait(task)
+            await cancel_and_wait(task)
         await self.watcher.stop()
         await self.endpoints.close_all()
         await self.cdi.close()
@@ -354,16 +355,6 @@ class PluginServer:
         self.metrics.observe_devices(devices)
         healthy = sum(1 for d in devices if d.healthy)
         self.events.emit(EventKind.DEVICES, healthy=str(healthy), unhealthy=str(len(devices) - healthy))
-
-
-async def _cancel_and_wait(task: asyncio.Task[None]) -> None:
-    # Cancel again until it ends: code that swallows one CancelledError (3.11's wait_for did, when
-    # the awaited future finished at the same moment) must not hang shutdown.
-    while not task.done():
-        task.cancel()
-        await asyncio.wait({task}, timeout=0.5)
-    if not task.cancelled() and task.exception() is not None:
-        log.error("%s ended with %r", task.get_name(), task.exception())
 
 
 def check_plugin_dir(directory: str) -> None:

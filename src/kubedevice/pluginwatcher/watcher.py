@@ -23,6 +23,7 @@ import grpc.aio
 from kubedevice.api.pluginregistration.v1 import api_pb2 as reg
 from kubedevice.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from kubedevice.pluginwatcher.handler import PluginHandler, PluginHandlerError, WatcherOptions
+from kubedevice.tasks import cancel_and_wait
 from kubedevice.watch import DirectoryWatch, Mask
 
 log = logging.getLogger(__name__)
@@ -118,16 +119,10 @@ class PluginWatcher:
 
     async def stop(self) -> None:
         """Stop watching; registered plugins stay registered (their managers stop them)."""
-        if self._task is not None:
-            self._task.cancel()
-            # gather, not a suppressed CancelledError: a cancellation of the caller itself must go on.
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         await self._watch.stop()
-        tasks = [p.task for p in self._plugins.values() if p.task is not None]
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(*(p.task for p in self._plugins.values()))
         self._plugins.clear()
 
     async def _run(self) -> None:
@@ -155,9 +150,7 @@ class PluginWatcher:
                 )
 
     async def _forget(self, path: str, plugin: _Plugin) -> None:
-        if plugin.task is not None and not plugin.task.done():
-            plugin.task.cancel()
-            await asyncio.gather(plugin.task, return_exceptions=True)
+        await cancel_and_wait(plugin.task)
         done = plugin.registered
         if done is not None:
             log.info(

@@ -36,6 +36,7 @@ from kubedevice.node.dra.model import DRADocuments, Pool
 from kubedevice.node.dra.reservation import pod_removed
 from kubedevice.node.pods import PodRecord
 from kubedevice.pluginwatcher import PluginHandler
+from kubedevice.tasks import cancel_and_wait
 
 log = logging.getLogger("kubedevice.node.daemon")
 
@@ -232,12 +233,7 @@ class DRAFlow:
             await wait_for(registered, self._reconcile_period)
 
     async def stop(self) -> None:
-        if self._tidy_task is not None:
-            self._tidy_task.cancel()
-            await asyncio.gather(self._tidy_task, return_exceptions=True)
-        for task in self._terminating.values():
-            task.cancel()
-        await asyncio.gather(*self._terminating.values(), return_exceptions=True)
+        await cancel_and_wait(self._tidy_task, *self._terminating.values())
         self._terminating.clear()
         await self._saver.stop()
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from kubedevice.node.dra.model import Pool, ResourceSliceDocument
 from kubedevice.node.dra.slices import SliceReport, SliceScan, read_slices
+from kubedevice.tasks import cancel_and_wait
 from kubedevice.watch import DirectoryWatch, Mask
 
 log = logging.getLogger("kubedevice.node.daemon")
@@ -63,10 +64,7 @@ class SliceFolder:
         self._task = asyncio.create_task(self._follow(), name="resourceslices")
 
     async def stop(self) -> None:
-        tasks = [t for t in (self._task, *self._wipes) if t is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(self._task, *self._wipes)
         self._task = None
         await self._watch.stop()
 

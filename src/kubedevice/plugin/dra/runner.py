@@ -7,7 +7,6 @@ side by side over disjoint devices (see `faces`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 from pathlib import Path
@@ -25,6 +24,7 @@ from kubedevice.plugin.events import EventBus, EventHandler, EventKind
 from kubedevice.plugin.model import Face
 from kubedevice.plugin.naming import check_resource_name
 from kubedevice.plugin.server import PluginServer
+from kubedevice.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -174,11 +174,8 @@ class FacesServer:
         if self.dra is not None:
             await self.dra.stop()
             self.dra.events.emit(EventKind.STOPPED)
-        if self._split_task is not None:
-            self._split_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._split_task
-            self._split_task = None
+        await cancel_and_wait(self._split_task)
+        self._split_task = None
 
     async def __aenter__(self) -> FacesServer:
         await self.start()

@@ -46,6 +46,7 @@ from kubedevice.plugin.events import EventBus, EventKind
 from kubedevice.plugin.inventory import Inventory
 from kubedevice.plugin.model import Device
 from kubedevice.plugin.watcher import KubeletWatcher, wait_for_directory
+from kubedevice.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -137,11 +138,7 @@ class DRAServer:
         self._tasks.append(self.lifecycle)
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(*self._tasks)
         self._tasks.clear()
         self.health.close()
         await self.watcher.stop()

@@ -12,7 +12,6 @@ this driver's slices on this node, so a slice deleted (or changed) by someone el
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from kubedevice.plugin.dra.backend.slices import (
     slice_spec,
 )
 from kubedevice.plugin.dra.backend_api import ClaimFetchError, SliceDevice
+from kubedevice.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from kubedevice.plugin.dra.backend.kube import KubeApi
@@ -97,11 +97,7 @@ class ClusterBackend:
 
     async def stop(self) -> None:
         tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*tasks)
         api, self._api = self._api, None
         if api is not None:
             await api.close()

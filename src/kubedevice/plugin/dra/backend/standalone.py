@@ -23,6 +23,7 @@ from kubedevice.plugin.dra.backend import slice_file
 from kubedevice.plugin.dra.backend.errors import DRABackendError
 from kubedevice.plugin.dra.backend.slices import PoolContent, pool_content, standalone_slices
 from kubedevice.plugin.dra.backend_api import ClaimFetchError, SliceDevice
+from kubedevice.tasks import cancel_and_wait
 from kubedevice.watch import DirectoryWatch
 
 log = logging.getLogger(__name__)
@@ -64,10 +65,7 @@ class StandaloneBackend:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         watch, self._watch = self._watch, None
         if watch is not None:
             await watch.stop()
