@@ -9,8 +9,9 @@ type is an error naming where it is. Go starts each map value from zero, so a dr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypeVar
 
 from kubedevice.checkpoint.dra_model import ClaimInfoState, DRACheckpointData, DRADevice
 from kubedevice.checkpoint.json_reader import GoStrings, JSONObject, match_field, type_error
@@ -103,17 +104,7 @@ class DRAReader(GoStrings):
         return InnerDocument(data, list_key)
 
     def claims(self, value: object, current: list[_RawClaim] | None, path: str) -> list[_RawClaim] | None:
-        if value is None:
-            return None
-        if not isinstance(value, list):
-            raise type_error(path, value, "an array of claims")
-        old = current or []
-        result = []
-        for i, item in enumerate(value):
-            claim = old[i] if i < len(old) else _RawClaim()
-            self.claim(item, claim, f"{path}[{i}]")
-            result.append(claim)
-        return result
+        return _decode_list(value, current, path, "claims", _RawClaim, self.claim)
 
     def claim(self, value: object, claim: _RawClaim, path: str) -> None:
         if value is None:
@@ -168,17 +159,7 @@ class DRAReader(GoStrings):
         return result
 
     def devices(self, value: object, current: list[_RawDevice] | None, path: str) -> list[_RawDevice] | None:
-        if value is None:
-            return None
-        if not isinstance(value, list):
-            raise type_error(path, value, "an array of devices")
-        old = current or []
-        result = []
-        for i, item in enumerate(value):
-            device = old[i] if i < len(old) else _RawDevice()
-            self.device(item, device, f"{path}[{i}]")
-            result.append(device)
-        return result
+        return _decode_list(value, current, path, "devices", _RawDevice, self.device)
 
     def device(self, value: object, device: _RawDevice, path: str) -> None:
         if value is None:
@@ -199,3 +180,29 @@ class DRAReader(GoStrings):
                 device.request_names = self.strlist(item, device.request_names, where)
             elif name == "CDIDeviceIDs":
                 device.cdi_device_ids = self.strlist(item, device.cdi_device_ids, where)
+
+
+_Item = TypeVar("_Item")
+
+
+def _decode_list(
+    value: object,
+    current: list[_Item] | None,
+    path: str,
+    what: str,
+    new: Callable[[], _Item],
+    decode: Callable[[object, _Item, str], None],
+) -> list[_Item] | None:
+    """A JSON array decoded as Go does into a slice: null makes it nil, and each element is decoded into
+    the element already at that index (a repeated key decodes in place), else into a new one."""
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise type_error(path, value, f"an array of {what}")
+    old = current or []
+    result = []
+    for i, item in enumerate(value):
+        element = old[i] if i < len(old) else new()
+        decode(item, element, f"{path}[{i}]")
+        result.append(element)
+    return result
