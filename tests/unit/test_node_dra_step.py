@@ -4,11 +4,12 @@ allocator, the claim state, templates, reservations and extended resources (scen
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from kubedevice.dra.types import ConsumerReference, OwnerReference, RequestMapping
 from kubedevice.node.dra.claim_state import ClaimStateFile, effective_claim
-from kubedevice.node.dra.dra_step import PREPARE_FAILED, UNSCHEDULABLE, restore_pod, routes_for
+from kubedevice.node.dra.dra_step import PREPARE_FAILED, UNSCHEDULABLE, recorded_routes, restore_pod
 from kubedevice.node.dra.extended import EXTENDED_CLAIM_ANNOTATION, ExtendedRoutes, coexistence_warnings
 from kubedevice.node.dra.reservation import release_pod
 from kubedevice.node.dra.templates import NAME_ALPHABET, POD_CLAIM_NAME_ANNOTATION
@@ -314,8 +315,8 @@ def test_scenario_25_after_a_restart_the_decision_and_the_special_claim_come_bac
     assert before.ready
     # After the restart a device plugin for the name registers: the running pod's decision does not flip.
     state = ClaimStateFile(tmp_path).load()
-    assert routes_for(state, p.uid) == ExtendedRoutes({"example.com/gpu": "gpu"})
-    assert routes_for(state, "other") is None
+    assert recorded_routes(state, p.pod) == ExtendedRoutes({"example.com/gpu": "gpu"})
+    assert recorded_routes(state, dataclasses.replace(p.pod, uid="other")) is None
     restored = restore_pod(p.pod, p.claims, state, documents)
     assert restored.pod == before.pod
     assert not state.apply(restored.updates)
@@ -378,4 +379,4 @@ def test_a_recorded_extended_decision_wins_over_a_new_one() -> None:
     node.routes[p.uid] = ExtendedRoutes()
     again = node.step(p)
     assert again.ready and again.pod == first.pod
-    assert routes_for(node.state, p.uid) == ExtendedRoutes({"example.com/gpu": "gpu"})
+    assert recorded_routes(node.state, p.pod) == ExtendedRoutes({"example.com/gpu": "gpu"})

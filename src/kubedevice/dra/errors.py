@@ -37,3 +37,11 @@ class DRACheckpointError(DRAError):
     def __init__(self, message: str, *, corrupt: bool = False) -> None:
         super().__init__(message)
         self.corrupt = corrupt
+
+
+def unreadable_checkpoint_text(name: str, cause: object) -> str:
+    """The kubelet's start error for a checkpoint file it cannot read (D3 wording)."""
+    return (
+        "create ResourceClaim cache: GetOrCreate() on checkpoint state: "
+        f"failed to get checkpoint {name}: {cause}"
+    )

@@ -28,7 +28,13 @@ from kubedevice.dra import container_claims, prepare, unprepare
 from kubedevice.dra.checkpointing import StateWriter
 from kubedevice.dra.claim_info import ClaimInfoCache
 from kubedevice.dra.container_claims import DynamicResource
-from kubedevice.dra.errors import DRACheckpointError, DRAError, PrepareError, UnprepareError
+from kubedevice.dra.errors import (
+    DRACheckpointError,
+    DRAError,
+    PrepareError,
+    UnprepareError,
+    unreadable_checkpoint_text,
+)
 from kubedevice.dra.health import DeviceHealthInfo
 from kubedevice.dra.metrics import DRAMetrics
 from kubedevice.dra.plugins import DRAPlugins, DriverStatus
@@ -110,9 +116,7 @@ class DRAManager:
         except (CorruptCheckpointError, CheckpointFormatError) as err:
             self._status = "stopped"
             raise DRACheckpointError(
-                "create ResourceClaim cache: GetOrCreate() on checkpoint state: "
-                f"failed to get checkpoint {self._store.path.name}: {err}",
-                corrupt=True,
+                unreadable_checkpoint_text(self._store.path.name, err), corrupt=True
             ) from None
         except CheckpointError as err:
             self._status = "stopped"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubedevice.api.constants import CHECKPOINT_NAME, DRA_CHECKPOINT_NAME, KUBELET_SOCKET_NAME
+from kubedevice.api.constants import CHECKPOINT_NAME, KUBELET_SOCKET_NAME
 
 #: The longest unix socket path Linux accepts (sun_path is 108 bytes with the terminating NUL).
 _MAX_SOCKET_PATH = 107
@@ -49,11 +49,6 @@ class NodePaths:
     @property
     def state_file(self) -> Path:
         return self.root / "pod_state.json"
-
-    @property
-    def dra_checkpoint(self) -> Path:
-        """The DRA manager's claim-info checkpoint (the kubelet's `<root>/dra_manager_state`)."""
-        return self.root / DRA_CHECKPOINT_NAME
 
     @property
     def resourceslices(self) -> Path:

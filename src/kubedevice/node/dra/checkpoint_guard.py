@@ -17,6 +17,7 @@ from kubedevice.checkpoint import (
     CorruptCheckpointError,
     DRACheckpointStore,
 )
+from kubedevice.dra.errors import unreadable_checkpoint_text
 
 log = logging.getLogger("kubedevice.node.daemon")
 
@@ -38,10 +39,7 @@ def check_dra_checkpoint(root: Path, recovery: str) -> Path | None:
     except CheckpointNotFoundError:
         return None
     except (CorruptCheckpointError, CheckpointFormatError) as err:
-        text = (
-            "create ResourceClaim cache: GetOrCreate() on checkpoint state: "
-            f"failed to get checkpoint {store.path.name}: {err}"
-        )
+        text = unreadable_checkpoint_text(store.path.name, err)
         if recovery != "move-aside":
             raise DRACheckpointRefused(f"{store.path}: {text} — {REFUSED_HINT}") from None
         try:

@@ -62,7 +62,6 @@ __all__ = [
     "dra_step",
     "recorded_routes",
     "restore_pod",
-    "routes_for",
 ]
 
 #: The kubelet's event reason for a prepare that cannot go on; the pod's status reason.
@@ -274,16 +273,9 @@ def dra_step(
     return StepResult(dra_pod, step.updates, None)
 
 
-def routes_for(state: ClaimState, pod_uid: str) -> ExtendedRoutes | None:
-    """The extended-resource decision recorded for a pod (its special claim's), or None when none was."""
-    for record in state.records.values():
-        if record.extended_for == pod_uid:
-            return ExtendedRoutes(dict(record.extended_resources))
-    return None
-
-
 def recorded_routes(state: ClaimState, pod: Pod) -> ExtendedRoutes | None:
-    """`routes_for` in one look-up: the special claim's name follows from the pod's name and UID."""
+    """The extended-resource decision recorded for a pod (its special claim's), or None when none was;
+    one look-up, as the special claim's name follows from the pod's name and UID."""
     record = state.get(f"{pod.namespace}/{special_claim_name(pod.name, pod.uid)}")
     if record is None or record.extended_for != pod.uid:
         return None

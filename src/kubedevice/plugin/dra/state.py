@@ -123,11 +123,6 @@ def _parse(path: Path, text: str) -> ClaimState:
     return ClaimState(claims)
 
 
-def save_state(path: Path, state: ClaimState) -> None:
-    """Write atomically and durably: temporary file, fsync, rename, fsync of the folder."""
-    StateStore(path).save(state)
-
-
 def _stamp(path: Path) -> Stamp | None:
     try:
         info = os.stat(path)
