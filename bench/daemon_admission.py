@@ -29,7 +29,7 @@ from asyncinotify import Inotify, Mask
 from bench import admission
 from bench.common import CLI, RESOURCE, Figures, Target, short_tempdir
 from kubedevice.node.config import NodePaths
-from kubedevice.node.http import StatusClientError, get
+from kubedevice.statusapi.http import StatusClientError, get
 
 NAME = "daemon"
 POLL_S = 0.05

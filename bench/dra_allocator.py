@@ -19,9 +19,7 @@ from pathlib import Path
 
 from bench.common import Figures, Target
 from bench.pod_latency import percentile
-from kubedevice.node.dra.allocator import AllocationRequest, ClaimToAllocate, allocate
-from kubedevice.node.dra.cel import CelDevice, CelSelectors
-from kubedevice.node.dra.model import (
+from kubedevice.resource.model import (
     AttributeValue,
     DeviceClassDocument,
     DeviceID,
@@ -33,6 +31,8 @@ from kubedevice.node.dra.model import (
     ResourceSliceDocument,
     SliceDevice,
 )
+from kubedevice.scheduler.allocator import AllocationRequest, ClaimToAllocate, allocate
+from kubedevice.scheduler.cel import CelDevice, CelSelectors
 
 NAME = "dra-allocator"
 NODE = "node-1"

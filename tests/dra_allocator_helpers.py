@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kubedevice.node.dra.allocator import AllocationRequest, ClaimToAllocate
-from kubedevice.node.dra.model import (
+from kubedevice.resource.model import (
     Allocation,
     AttributeValue,
     DeviceClaimConfiguration,
@@ -24,6 +23,7 @@ from kubedevice.node.dra.model import (
     ResourceSliceDocument,
     SliceDevice,
 )
+from kubedevice.scheduler.allocator import AllocationRequest, ClaimToAllocate
 
 GPU = "gpu.example.com"
 NODE = "node-1"

@@ -1,7 +1,7 @@
 """Shared by the DRA document tests: a stand-in CEL compiler and small document builders."""
 
-from kubedevice.node.dra.model import SelectorCompileError
 from kubedevice.node.manifests import parse_file
+from kubedevice.resource.model import SelectorCompileError
 
 
 class NoDoubleBang:

@@ -7,11 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kubedevice.node.dra.cel import CelSelectors
-from kubedevice.node.dra.claim_state import ClaimState, ClaimStateFile
-from kubedevice.node.dra.dra_step import DRAContext, StepResult, dra_step
-from kubedevice.node.dra.extended import ExtendedRoutes, route_extended_resources
-from kubedevice.node.dra.model import (
+from kubedevice.controlplane.claim_state import ClaimState, ClaimStateFile
+from kubedevice.controlplane.extended import ExtendedRoutes, route_extended_resources
+from kubedevice.controlplane.pod_step import DRAContext, StepResult, dra_step
+from kubedevice.controlplane.reservation import pod_removed
+from kubedevice.node.manifests import PodManifest, parse_file
+from kubedevice.resource.model import (
     ClaimDocument,
     ClaimTemplateDocument,
     DeviceClassDocument,
@@ -19,8 +20,7 @@ from kubedevice.node.dra.model import (
     NamespaceDocument,
     Pool,
 )
-from kubedevice.node.dra.reservation import pod_removed
-from kubedevice.node.manifests import PodManifest, parse_file
+from kubedevice.scheduler.cel import CelSelectors
 from tests.dra_allocator_helpers import NODE
 
 CLASS_GPU = """

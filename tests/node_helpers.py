@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kubedevice.node.config import NodePaths
-from kubedevice.node.http import StatusClientError, get
+from kubedevice.statusapi.http import StatusClientError, get
 from tests.waiting import poll, poll_async, short_tempdir
 
 CLI = (sys.executable, "-c", "from kubedevice.cli import run; run()")

@@ -146,7 +146,7 @@ LOADED_AFTER_SERVING = (
     "kubedevice.pluginwatcher.watcher",
     "kubedevice.watch",
     "kubedevice.node.admission",
-    "kubedevice.node.http",
+    "kubedevice.statusapi.http",
     "kubedevice.node.manifest_folder",
     "kubedevice.node.manifests",
     "kubedevice.node.metrics",

@@ -15,7 +15,7 @@ import pytest
 
 from kubedevice.dra import ClaimRef
 from kubedevice.node.config import NodePaths
-from kubedevice.node.http import StatusClientError, get
+from kubedevice.statusapi.http import StatusClientError, get
 from tests.dra_plugin import PREPARE, UNPREPARE, Device, DRATestPlugin
 from tests.node_dra_helpers import DRIVER, NODE, claim_yaml, pod_yaml
 from tests.node_helpers import CLI

@@ -16,7 +16,7 @@ import yaml
 
 from kubedevice.api.drahealth.v1 import api_pb2 as health_v1
 from kubedevice.api.drahealth.v1 import api_pb2_grpc as health_v1_grpc
-from kubedevice.node.http import Response, StatusServer
+from kubedevice.statusapi.http import Response, StatusServer
 from tests.dra_kubelet import (
     DRIVER,
     health_messages,

@@ -29,7 +29,7 @@ import pytest
 
 from kubedevice.checkpoint import WRITE_STAGES, CheckpointStore
 from kubedevice.node.config import NodePaths
-from kubedevice.node.http import StatusClientError, get
+from kubedevice.statusapi.http import StatusClientError, get
 from tests.node_helpers import pod_manifest, short_tmpdir
 from tests.reliability_helpers import (
     WORKER_DEVICES,

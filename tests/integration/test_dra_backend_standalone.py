@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from kubedevice.node.http import Response, StatusServer
 from kubedevice.plugin.dra.backend import DRABackendError, SliceContentError, make_backend
 from kubedevice.plugin.dra.backend.standalone import StandaloneBackend
 from kubedevice.plugin.dra.backend_api import ClaimFetchError, SliceDevice
+from kubedevice.statusapi.http import Response, StatusServer
 from tests.waiting import poll_async
 
 DRIVER = "gpu.example.com"

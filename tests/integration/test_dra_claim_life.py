@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from kubedevice.controlplane.claim_view import ClaimView
+from kubedevice.controlplane.reservation import pod_removed
 from kubedevice.dra import ClaimNotFoundError, PrepareError
 from kubedevice.dra.types import ClaimRef
-from kubedevice.node.dra.claim_view import ClaimView
-from kubedevice.node.dra.model import DRADocuments
-from kubedevice.node.dra.reservation import pod_removed
+from kubedevice.resource.model import DRADocuments
 from tests.dra_allocator_helpers import pool
 from tests.dra_life_helpers import CLASS_GPU, Node, pod_yaml, read
 from tests.dra_manager_env import dra_manager_env, gpu

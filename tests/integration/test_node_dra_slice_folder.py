@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kubedevice.node.dra.slice_folder import SliceFolder
+from kubedevice.controlplane.slice_folder import SliceFolder
 from tests.waiting import poll_async
 
 

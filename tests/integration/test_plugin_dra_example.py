@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubedevice.node.http import Response, StatusServer
+from kubedevice.statusapi.http import Response, StatusServer
 from tests.dra_kubelet import DRIVER, make_claim, prepare, register, unprepare
 from tests.waiting import poll_async, short_tempdir
 

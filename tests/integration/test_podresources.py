@@ -18,7 +18,7 @@ from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from kubedevice.manager import DeviceManager
 from kubedevice.node.daemon import NodeConfig, NodeDaemon
 from kubedevice.node.podresources import PodResourcesMetrics, PodResourcesServicer, container_devices
-from kubedevice.node.ratelimit import TokenBucket
+from kubedevice.ratelimit import TokenBucket
 from tests.node_helpers import CLI, TRAINER_POD, async_wait_for, short_tmpdir
 
 GPU = "example.com/gpu"

@@ -7,7 +7,7 @@ import asyncio
 import json
 import shutil
 
-from kubedevice.node.http import Response, StatusServer, get
+from kubedevice.statusapi.http import Response, StatusServer, get
 from tests.waiting import short_tempdir
 
 #: More connections than asyncio's default accept queue (100) holds, all opened before any is accepted.

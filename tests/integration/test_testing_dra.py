@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from kubedevice.conformance import Result
-from kubedevice.node.http import get_answer
 from kubedevice.plugin import Device
 from kubedevice.plugin.dra.model import Claim, PreparedDevice
+from kubedevice.statusapi.http import get_answer
 from kubedevice.testing import PluginCallFailed, StandInDRAKubelet, run_conformance
 from tests.dra_kubelet import DRIVER
 from tests.integration.dra_plugins import Gpus, HookedGpus

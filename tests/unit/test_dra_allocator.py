@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from kubedevice.node.dra.allocator import AllocationRequest, Unschedulable, allocate
-from kubedevice.node.dra.cel import CelSelectors
-from kubedevice.node.dra.model import DeviceAllocationConfiguration, OpaqueConfig
+from kubedevice.resource.model import DeviceAllocationConfiguration, OpaqueConfig
+from kubedevice.scheduler.allocator import AllocationRequest, Unschedulable, allocate
+from kubedevice.scheduler.cel import CelSelectors
 from tests.dra_allocator_helpers import (
     GPU,
     NODE,

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubedevice.node.dra.allocator import Unschedulable, allocate
-from kubedevice.node.dra.cel import CelSelectors
-from kubedevice.node.dra.model import AttributeValue
+from kubedevice.resource.model import AttributeValue
+from kubedevice.scheduler.allocator import Unschedulable, allocate
+from kubedevice.scheduler.cel import CelSelectors
 from tests.dra_allocator_helpers import GPU, NODE, attr, claim, dev, device_class, match, pool, req, request
 
 KIND_A = "device.attributes['gpu.example.com'].kind == 'a'"

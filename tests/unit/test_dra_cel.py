@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kubedevice.node.dra.cel import CelDevice, CelRuntimeError, CelSelectors
-from kubedevice.node.dra.model import AttributeValue, SelectorCompileError, SelectorCompiler, SliceDevice
-from kubedevice.node.dra.semver import parse_semver
-from kubedevice.node.quantity import parse_quantity
+from kubedevice.resource.model import AttributeValue, SelectorCompileError, SelectorCompiler, SliceDevice
+from kubedevice.resource.quantity import parse_quantity
+from kubedevice.scheduler.cel import CelDevice, CelRuntimeError, CelSelectors
+from kubedevice.scheduler.semver import parse_semver
 
 DRA = "dra.example.com"
 HINT = (

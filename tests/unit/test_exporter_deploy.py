@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from kubedevice.exporter.cli import DEFAULT_CHECKPOINT, parse_interval
-from kubedevice.node.options import parse_http_addr
+from kubedevice.options import parse_http_addr
 
 MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "exporter-daemonset.yaml"
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kubedevice.controlplane.claim_state import ClaimRecord, ClaimState
+from kubedevice.controlplane.claim_view import ClaimView
 from kubedevice.dra import ClaimNotFoundError
-from kubedevice.node.dra.claim_json import claim_json
-from kubedevice.node.dra.claim_state import ClaimRecord, ClaimState
-from kubedevice.node.dra.claim_view import ClaimView
-from kubedevice.node.dra.model import ConsumerReference
 from kubedevice.node.manifest_folder import ManifestFolder
 from kubedevice.plugin.dra.model import claim_from_json
+from kubedevice.resource.claim_json import claim_json
+from kubedevice.resource.model import ConsumerReference
 
 CONFIGURED = """apiVersion: resource.k8s.io/v1
 kind: ResourceClaim

@@ -10,8 +10,7 @@ import pytest
 
 from kubedevice.checkpoint.dra_model import ClaimInfoState, DRADevice
 from kubedevice.checkpoint.errors import CheckpointError
-from kubedevice.dra.types import DeviceRequestAllocationResult
-from kubedevice.node.dra.claim_state import (
+from kubedevice.controlplane.claim_state import (
     CLAIM_STATE_NAME,
     ClaimRecord,
     ClaimState,
@@ -20,7 +19,8 @@ from kubedevice.node.dra.claim_state import (
     devices_in_use,
     reconcile_at_start,
 )
-from kubedevice.node.dra.model import (
+from kubedevice.dra.types import DeviceRequestAllocationResult
+from kubedevice.resource.model import (
     Allocation,
     ClaimDocument,
     ConsumerReference,

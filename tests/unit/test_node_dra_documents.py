@@ -7,7 +7,10 @@ import pytest
 import yaml
 
 from kubedevice.dra import types as dra
-from kubedevice.node.dra.model import (
+from kubedevice.node.manifests import parse_file
+from kubedevice.resource.document_file import ManifestError
+from kubedevice.resource.identity import canonical_json, document_uid
+from kubedevice.resource.model import (
     Allocation,
     ClaimDocument,
     ClaimTemplateDocument,
@@ -20,8 +23,6 @@ from kubedevice.node.dra.model import (
     NamespaceDocument,
     OpaqueConfig,
 )
-from kubedevice.node.identity import canonical_json, document_uid
-from kubedevice.node.manifests import ManifestError, parse_file
 from tests.dra_document_helpers import NoDoubleBang
 from tests.dra_document_helpers import claim_text as _claim
 from tests.dra_document_helpers import one as _one

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from kubedevice.dra.types import OwnerReference, RequestMapping
-from kubedevice.manager.types import Container, Pod
-from kubedevice.node.dra.extended import (
+from kubedevice.controlplane.extended import (
     EXTENDED_CLAIM_ANNOTATION,
     ExtendedRoutes,
     coexistence_warnings,
@@ -13,8 +11,10 @@ from kubedevice.node.dra.extended import (
     special_claim_name,
     without_dra_resources,
 )
-from kubedevice.node.dra.model import DeviceClassDocument, DRADocuments, ObjectMeta
-from kubedevice.node.dra.templates import hashed_suffix
+from kubedevice.controlplane.templates import hashed_suffix
+from kubedevice.dra.types import OwnerReference, RequestMapping
+from kubedevice.manager.types import Container, Pod
+from kubedevice.resource.model import DeviceClassDocument, DRADocuments, ObjectMeta
 
 GPU_CLASS = DeviceClassDocument(meta=ObjectMeta(name="gpu"), extended_resource_name="example.com/gpu")
 NIC_CLASS = DeviceClassDocument(meta=ObjectMeta(name="nic"))

@@ -102,7 +102,7 @@ def test_a_pod_clash_refuses_the_files_dra_documents_too(tmp_path: Path) -> None
 def test_selectors_are_compiled_by_the_folders_compiler(tmp_path: Path) -> None:
     class Refuse:
         def compile(self, expression: str) -> None:
-            from kubedevice.node.dra.model import SelectorCompileError
+            from kubedevice.resource.model import SelectorCompileError
 
             raise SelectorCompileError(f"no: {expression}")
 

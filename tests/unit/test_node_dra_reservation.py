@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kubedevice.dra.types import DeviceRequestAllocationResult
-from kubedevice.node.dra.claim_state import ClaimRecord, ClaimState, devices_in_use
-from kubedevice.node.dra.model import Allocation, ClaimDocument, ConsumerReference, DRADocuments, ObjectMeta
-from kubedevice.node.dra.model import ResourceClaimSpec as Spec
-from kubedevice.node.dra.reservation import (
+from kubedevice.controlplane.claim_state import ClaimRecord, ClaimState, devices_in_use
+from kubedevice.controlplane.reservation import (
     MAX_CONSUMERS,
     ReservationError,
     check_room,
@@ -16,6 +13,9 @@ from kubedevice.node.dra.reservation import (
     release_pod,
     reserve,
 )
+from kubedevice.dra.types import DeviceRequestAllocationResult
+from kubedevice.resource.model import Allocation, ClaimDocument, ConsumerReference, DRADocuments, ObjectMeta
+from kubedevice.resource.model import ResourceClaimSpec as Spec
 
 GPU0 = Allocation((DeviceRequestAllocationResult("gpu", "gpu.example.com", "node-1", "gpu-0"),))
 

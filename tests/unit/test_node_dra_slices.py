@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 import yaml
 
-from kubedevice.node.dra.model import AttributeValue
-from kubedevice.node.dra.slices import SliceReport, gather_slices, parse_slice_file, read_slices
+from kubedevice.controlplane.slice_pools import SliceReport, gather_slices, parse_slice_file, read_slices
+from kubedevice.resource.model import AttributeValue
 
 NODE = "node-1"
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from kubedevice.controlplane.claim_state import ClaimStateFile, effective_claim
+from kubedevice.controlplane.extended import EXTENDED_CLAIM_ANNOTATION, ExtendedRoutes, coexistence_warnings
+from kubedevice.controlplane.pod_step import PREPARE_FAILED, UNSCHEDULABLE, recorded_routes, restore_pod
+from kubedevice.controlplane.reservation import release_pod
+from kubedevice.controlplane.templates import NAME_ALPHABET, POD_CLAIM_NAME_ANNOTATION
 from kubedevice.dra.types import ConsumerReference, OwnerReference, RequestMapping
-from kubedevice.node.dra.claim_state import ClaimStateFile, effective_claim
-from kubedevice.node.dra.dra_step import PREPARE_FAILED, UNSCHEDULABLE, recorded_routes, restore_pod
-from kubedevice.node.dra.extended import EXTENDED_CLAIM_ANNOTATION, ExtendedRoutes, coexistence_warnings
-from kubedevice.node.dra.reservation import release_pod
-from kubedevice.node.dra.templates import NAME_ALPHABET, POD_CLAIM_NAME_ANNOTATION
 from tests.dra_allocator_helpers import pool
 from tests.dra_life_helpers import CLASS_GPU, Node, devices, pod_yaml, read
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.console import Console
 
-from kubedevice.node.tables import print_pods
+from kubedevice.statusapi.tables import print_pods
 
 
 def _pod(name: str, phase: str, *, terminating: bool, claims: list[dict[str, Any]]) -> dict[str, Any]:

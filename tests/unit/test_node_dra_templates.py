@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubedevice.dra.types import OwnerReference
-from kubedevice.node.dra.model import ClaimTemplateDocument, DeviceRequest, ExactDeviceRequest, ObjectMeta
-from kubedevice.node.dra.model import ResourceClaimSpec as Spec
-from kubedevice.node.dra.templates import (
+from kubedevice.controlplane.templates import (
     NAME_ALPHABET,
     POD_CLAIM_NAME_ANNOTATION,
     ClaimNotCreated,
@@ -18,6 +15,9 @@ from kubedevice.node.dra.templates import (
     missing_template,
     template_for,
 )
+from kubedevice.dra.types import OwnerReference
+from kubedevice.resource.model import ClaimTemplateDocument, DeviceRequest, ExactDeviceRequest, ObjectMeta
+from kubedevice.resource.model import ResourceClaimSpec as Spec
 
 
 def test_short_names_keep_both_parts() -> None:

@@ -3,8 +3,9 @@
 import pytest
 
 from kubedevice.dra import types as dra
-from kubedevice.node.dra.model import ClaimDocument
-from kubedevice.node.manifests import ManifestError, parse_file
+from kubedevice.node.manifests import parse_file
+from kubedevice.resource.document_file import ManifestError
+from kubedevice.resource.model import ClaimDocument
 from tests.dra_document_helpers import NoDoubleBang
 from tests.dra_document_helpers import claim_text as _claim
 from tests.dra_document_helpers import one as _one

@@ -1,7 +1,7 @@
 import pytest
 
-from kubedevice.node.durations import format_duration, parse_duration
-from kubedevice.node.quantity import parse_device_count
+from kubedevice.durations import format_duration, parse_duration
+from kubedevice.resource.quantity import parse_device_count
 
 
 @pytest.mark.parametrize(

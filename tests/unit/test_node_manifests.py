@@ -5,9 +5,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubedevice.node.identity import document_uid
 from kubedevice.node.manifest_folder import ManifestFolder
-from kubedevice.node.manifests import ManifestError, parse_manifest
+from kubedevice.node.manifests import parse_manifest
+from kubedevice.resource.document_file import ManifestError
+from kubedevice.resource.identity import document_uid
 
 GOOD = b"""apiVersion: v1
 kind: Pod

@@ -1,6 +1,6 @@
 import pytest
 
-from kubedevice.node.ratelimit import TokenBucket
+from kubedevice.ratelimit import TokenBucket
 
 
 class Clock:

@@ -9,7 +9,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubedevice.node.plain_yaml import PLAIN_LOADER
+from kubedevice.resource.plain_yaml import PLAIN_LOADER
 
 pytestmark = pytest.mark.skipif(PLAIN_LOADER is None, reason="PyYAML was built without libyaml")
 

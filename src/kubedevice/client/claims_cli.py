@@ -11,9 +11,9 @@ import json
 import typer
 
 from kubedevice.console import make_console
-from kubedevice.node.http import StatusClientError, get
-from kubedevice.node.options import ROOT_HELP, fail, root_option
-from kubedevice.node.paths import NodePaths
+from kubedevice.options import ROOT_HELP, fail, root_option
+from kubedevice.statusapi.http import StatusClientError, get
+from kubedevice.statusapi.paths import NodePaths
 
 
 def claims(
@@ -31,7 +31,7 @@ def claims(
     if as_json:
         typer.echo(json.dumps(data, indent=1))
         return
-    from kubedevice.node.dra_tables import print_claims
+    from kubedevice.statusapi.claim_tables import print_claims
 
     print_claims(make_console(), data)
 

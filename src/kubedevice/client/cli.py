@@ -15,9 +15,9 @@ from typing import Any
 import typer
 
 from kubedevice.console import make_console
-from kubedevice.node.http import StatusClientError, get
-from kubedevice.node.options import ROOT_HELP, fail, root_option
-from kubedevice.node.paths import NodePaths
+from kubedevice.options import ROOT_HELP, fail, root_option
+from kubedevice.statusapi.http import StatusClientError, get
+from kubedevice.statusapi.paths import NodePaths
 
 
 def _node_paths(root_dir: str | None) -> NodePaths:
@@ -76,7 +76,7 @@ def status(
     if as_json:
         typer.echo(json.dumps(data, indent=1))
     else:
-        from kubedevice.node.tables import print_node
+        from kubedevice.statusapi.tables import print_node
 
         print_node(make_console(), data)
 
@@ -90,7 +90,7 @@ def pods(
     if as_json:
         typer.echo(json.dumps(data, indent=1))
     else:
-        from kubedevice.node.tables import print_pods
+        from kubedevice.statusapi.tables import print_pods
 
         print_pods(make_console(), data)
 

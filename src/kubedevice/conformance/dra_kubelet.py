@@ -27,9 +27,9 @@ from kubedevice.dra.client import DRAPluginClient
 from kubedevice.dra.health import DeviceHealthInfo
 from kubedevice.dra.metrics import DRAMetrics
 from kubedevice.dra.plugins import DRAPlugins
-from kubedevice.node.http import Response, StatusServer
 from kubedevice.pluginwatcher.handler import PluginHandler, PluginHandlerError, WatcherOptions
 from kubedevice.pluginwatcher.watcher import PluginWatcher
+from kubedevice.statusapi.http import Response, StatusServer
 
 #: The node name the stand-in daemon reports; a standalone driver names its pool after it.
 NODE_NAME = "kubedevice-conformance"

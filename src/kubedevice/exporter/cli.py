@@ -16,13 +16,13 @@ import typer
 from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
 
 from kubedevice.api.constants import CHECKPOINT_NAME, DEVICE_PLUGIN_PATH, POD_RESOURCES_SOCKET
+from kubedevice.durations import parse_duration
 from kubedevice.exporter.checkpoint_probe import CheckpointProbe
 from kubedevice.exporter.collector import SnapshotCollector
 from kubedevice.exporter.memory import MemoryReleaser
 from kubedevice.exporter.refresh import MIN_INTERVAL_S, Refresher
 from kubedevice.inventory import PodResourcesReader
-from kubedevice.node.durations import parse_duration
-from kubedevice.node.options import EXIT_USAGE, fail, parse_http_addr
+from kubedevice.options import EXIT_USAGE, fail, parse_http_addr
 
 #: Loopback only by default: the metrics name every pod of the node. The DaemonSet listens on the pod IP.
 DEFAULT_LISTEN = "127.0.0.1:9478"

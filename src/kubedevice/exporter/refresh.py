@@ -22,7 +22,7 @@ from kubedevice.exporter.checkpoint_probe import (
 )
 from kubedevice.exporter.memory import MemoryReleaser
 from kubedevice.inventory import ErrorKind, PodResourcesError, PodResourcesReader, PodResourcesView
-from kubedevice.node.ratelimit import DEFAULT_QPS
+from kubedevice.ratelimit import DEFAULT_QPS
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 import typer
 
 from kubedevice.console import parse_log_level
+from kubedevice.durations import parse_duration
 from kubedevice.logs import configure_logging
-from kubedevice.node.durations import parse_duration
-from kubedevice.node.options import (
+from kubedevice.options import (
     EXIT_USAGE,
     ROOT_HELP,
     check_folder,

@@ -21,7 +21,7 @@ from kubedevice.api.constants import (
     PRE_START_CONTAINER_TIMEOUT_S,
 )
 from kubedevice.checkpoint import WRITE_STAGES
-from kubedevice.node.paths import NodePaths
+from kubedevice.statusapi.paths import NodePaths
 from kubedevice.topology import TopologyConfig
 
 __all__ = [

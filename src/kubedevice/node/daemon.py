@@ -4,8 +4,9 @@ plus PodResources and a status API.
 The daemon wires the parts and owns their lifecycle: the device manager, the DRA manager (its drivers
 register through the same plugins_registry watcher as device plugins; their ResourceSlices are read from
 `resourceslices/`), the pods of the manifest folder (:mod:`kubedevice.node.pod_sync`, with the DRA step of
-:mod:`kubedevice.node.dra.flow`), PodResources v1, the status API and the node status loop (which, like
-the kubelet's, calls GetCapacity every second and so ends the stop grace period of plugins that left).
+:mod:`kubedevice.node.dynamic_resources`), PodResources v1, the status API and the node status loop
+(which, like the kubelet's, calls GetCapacity every second and so ends the stop grace period of plugins
+that left).
 
 A restart is the kubelet restarting, and plugins wait for kubelet.sock: the daemon imports what only serves
 after it (pod sync and manifests, PodResources, the status API, prometheus_client) once it is served.
@@ -25,6 +26,7 @@ import grpc.aio
 
 from kubedevice.manager import DeviceManager, Pod
 from kubedevice.node.boot import current_boot_id
+from kubedevice.node.checkpoint_guard import DRACheckpointRefused, check_dra_checkpoint
 from kubedevice.node.config import (
     CHECKPOINT_FAULT_ENV,
     NodeConfig,
@@ -33,7 +35,6 @@ from kubedevice.node.config import (
     checkpoint_fault_from_env,
     make_dirs,
 )
-from kubedevice.node.dra.checkpoint_guard import DRACheckpointRefused, check_dra_checkpoint
 from kubedevice.node.pods import PodTable
 from kubedevice.node.sockets import serve_grpc, socket_is_served
 from kubedevice.node.topology import TopologyStartError, build_topology_manager
@@ -43,12 +44,12 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from kubedevice.dra import DRAManager
-    from kubedevice.node.dra.node_side import DRAParts
-    from kubedevice.node.http import StatusServer
+    from kubedevice.node.dra_startup import DRAParts
     from kubedevice.node.pod_sync import PodSync
     from kubedevice.node.podresources import PodResourcesMetrics
     from kubedevice.node.state import PodStateFile
     from kubedevice.pluginwatcher.watcher import PluginWatcher
+    from kubedevice.statusapi.http import StatusServer
 
 __all__ = [
     "CHECKPOINT_FAULT_ENV",
@@ -158,7 +159,7 @@ class NodeDaemon:
             raise NodeStartError(str(err)) from None
         self.manager = manager
         # kubelet.sock is served: what follows is imported only now (see the module's docstring).
-        from kubedevice.node.dra.node_side import start_dra
+        from kubedevice.node.dra_startup import start_dra
         from kubedevice.node.metrics import NodeMetrics
         from kubedevice.node.pod_sync import PodSync
         from kubedevice.node.podresources import PodResourcesMetrics
@@ -225,9 +226,9 @@ class NodeDaemon:
 
     async def _serve(self, podresources_metrics: PodResourcesMetrics) -> None:
         from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
-        from kubedevice.node.http import StatusServer
         from kubedevice.node.podresources import PodResourcesServicer
         from kubedevice.node.status_api import StatusAPI
+        from kubedevice.statusapi.http import StatusServer
 
         paths = self.paths
         servicer = PodResourcesServicer(

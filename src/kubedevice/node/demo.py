@@ -23,9 +23,9 @@ from rich.console import Console
 
 from kubedevice.console import make_console
 from kubedevice.node.demo_dra import DemoDRAError, play_dra
-from kubedevice.node.http import StatusClientError, get
-from kubedevice.node.paths import NodePaths
-from kubedevice.node.tables import print_node, print_pods
+from kubedevice.statusapi.http import StatusClientError, get
+from kubedevice.statusapi.paths import NodePaths
+from kubedevice.statusapi.tables import print_node, print_pods
 
 GPU = "example.com/gpu"
 NIC = "example.com/nic"

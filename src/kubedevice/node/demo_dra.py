@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kubedevice.node.dra_tables import print_claims
+from kubedevice.statusapi.claim_tables import print_claims
 
 if TYPE_CHECKING:
     from kubedevice.node.demo import _Demo

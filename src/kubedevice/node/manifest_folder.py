@@ -25,9 +25,10 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kubedevice.node.dra.folder_index import DRAFolderIndex
-from kubedevice.node.dra.model import DRADocuments, SelectorCompiler
-from kubedevice.node.manifests import MANIFEST_SUFFIXES, ManifestError, ManifestFile, PodManifest, parse_file
+from kubedevice.controlplane.folder_index import DRAFolderIndex
+from kubedevice.node.manifests import ManifestFile, PodManifest, parse_file
+from kubedevice.resource.document_file import MANIFEST_SUFFIXES, ManifestError
+from kubedevice.resource.model import DRADocuments, SelectorCompiler
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,6 @@ reported with its reason and never affects the documents of other files.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,26 +16,22 @@ from typing import Any
 from kubedevice.dra import types as dra
 from kubedevice.manager.registration import is_extended_resource_name
 from kubedevice.manager.types import Container, Pod
-from kubedevice.node.dra.documents import DRADocument, check_kind, parse_dra_document
-from kubedevice.node.dra.fields import DocumentError, Fields, is_dns_subdomain
-from kubedevice.node.dra.model import (
+from kubedevice.resource.document_file import ManifestError, load_documents
+from kubedevice.resource.documents import DRADocument, check_kind, parse_dra_document
+from kubedevice.resource.fields import DocumentError, Fields, is_dns_subdomain
+from kubedevice.resource.identity import document_digest, document_uid
+from kubedevice.resource.model import (
     IMPLICIT_EXTENDED_RESOURCE_PREFIX,
     DeviceClassDocument,
     PodClaims,
     SelectorCompiler,
 )
-from kubedevice.node.dra.pod_claims import read_pod_claims
-from kubedevice.node.identity import document_digest, document_uid
-from kubedevice.node.quantity import parse_device_count
+from kubedevice.resource.pod_claims import read_pod_claims
+from kubedevice.resource.quantity import parse_device_count
 
-MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 #: Annotation that marks a pod as finished ("Succeeded"); such a pod is never admitted.
 PHASE_ANNOTATION = "kubedevice.io/phase"
 SUCCEEDED = "Succeeded"
-
-
-class ManifestError(ValueError):
-    """Why a manifest file cannot be used; str() is one line naming the problem."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,52 +132,6 @@ def _check_unique(pods: list[PodManifest], documents: list[DRADocument]) -> None
                     f"DeviceClass {d.meta.name}: extendedResourceName {d.extended_resource_name} is already "
                     f"used by DeviceClass {other}"
                 )
-
-
-def load_documents(file_name: str, content: bytes) -> list[Any]:
-    """The decoded documents of one file (`.json`: one document; YAML: all of them), `kind: List`
-    flattened into its items. Raises ManifestError when the file cannot be read as such."""
-    try:
-        text = content.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise ManifestError(f"not UTF-8 text: {err}") from None
-    if file_name.endswith(".json"):
-        try:
-            docs: list[Any] = [json.loads(text)] if text.strip() else []
-        except json.JSONDecodeError as err:
-            raise ManifestError(f"JSON error: {' '.join(str(err).split())}") from None
-    else:
-        docs = _load_yaml(text)
-    flat: list[Any] = []
-    for doc in docs:
-        if isinstance(doc, Mapping) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
-            flat.extend(doc["items"])
-        else:
-            flat.append(doc)
-    return flat
-
-
-def _load_yaml(text: str) -> list[Any]:
-    """The file's non-empty YAML documents, read by libyaml when PyYAML has it (several times faster),
-    plain documents built in one walk (kubedevice.node.plain_yaml).
-
-    libyaml words its errors differently, so a file it rejects is read again by the pure loader: the
-    documents or the error reported are always the pure loader's.
-    """
-    # Here: the daemon serves before any YAML is read.
-    import yaml
-
-    from kubedevice.node.plain_yaml import PLAIN_LOADER as fast
-
-    if fast is not None:
-        try:
-            return [d for d in yaml.load_all(text, Loader=fast) if d is not None]
-        except yaml.YAMLError:
-            pass
-    try:
-        return [d for d in yaml.load_all(text, Loader=yaml.SafeLoader) if d is not None]
-    except yaml.YAMLError as err:
-        raise ManifestError(f"YAML error: {' '.join(str(err).split())}") from None
 
 
 def _parse_pod(doc: Mapping[str, Any], where: str, file_name: str, source: str) -> PodManifest:

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Set
 from kubedevice.dra import DRAError
 from kubedevice.manager import DeviceManager, Pod
 from kubedevice.node.admission import allocate_pod, start_containers
-from kubedevice.node.dra.flow import DRAFlow, has_claims
+from kubedevice.node.dynamic_resources import DRAFlow, has_claims
 from kubedevice.node.manifests import PodManifest
 from kubedevice.node.pods import PodRecord
 from kubedevice.node.state import SavedPod

@@ -16,6 +16,7 @@ import logging
 import os
 
 from kubedevice.dra import DRAError
+from kubedevice.durations import format_duration
 from kubedevice.manager import DeviceManager, DeviceManagerError, RunContainerOptions
 from kubedevice.node.admission import (
     PodRejected,
@@ -25,8 +26,7 @@ from kubedevice.node.admission import (
     wait_for_devices,
 )
 from kubedevice.node.config import NodeConfig, NodePaths
-from kubedevice.node.dra.flow import DRAFlow, has_claims
-from kubedevice.node.durations import format_duration
+from kubedevice.node.dynamic_resources import DRAFlow, has_claims
 from kubedevice.node.manifest_folder import ManifestFolder, ScanResult, is_manifest_name
 from kubedevice.node.manifests import PodManifest
 from kubedevice.node.metrics import NodeMetrics

@@ -15,7 +15,7 @@ from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from kubedevice.dra import DynamicResource
 from kubedevice.manager import DeviceManager
 from kubedevice.manager.types import Pod
-from kubedevice.node.ratelimit import TokenBucket
+from kubedevice.ratelimit import TokenBucket
 
 API_VERSION = "v1"
 RATE_LIMIT_MESSAGE = "rejected by rate limit"

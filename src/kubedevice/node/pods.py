@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Literal
 from kubedevice.manager.types import Pod, RunContainerOptions
 
 if TYPE_CHECKING:
-    from kubedevice.node.dra.extended import ExtendedRoutes
+    from kubedevice.controlplane.extended import ExtendedRoutes
     from kubedevice.node.manifests import PodManifest
     from kubedevice.node.state import SavedPod
 
@@ -78,7 +78,7 @@ class PodRecord:
     @routes.setter
     def routes(self, routes: ExtendedRoutes | None) -> None:
         # Made once kubelet.sock is served: the daemon imports DRA's modules only then.
-        from kubedevice.node.dra.extended import without_dra_resources
+        from kubedevice.controlplane.extended import without_dra_resources
 
         self._routes = routes
         self._device_pod = without_dra_resources(self.pod, routes) if routes else None

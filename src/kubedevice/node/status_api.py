@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kubedevice.node.http import Handler, PrefixHandler, Response
+from kubedevice.statusapi.http import Handler, PrefixHandler, Response
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
+    from kubedevice.controlplane.slice_folder import SliceFolder
     from kubedevice.manager import DeviceManager
-    from kubedevice.node.dra.flow import DRAFlow
-    from kubedevice.node.dra.slice_folder import SliceFolder
+    from kubedevice.node.dynamic_resources import DRAFlow
     from kubedevice.node.pods import PodTable
     from kubedevice.topology import TopologyManager
 
@@ -51,7 +51,7 @@ class StatusAPI:
 
     def _node(self) -> Response:
         from kubedevice.node import views
-        from kubedevice.node.dra.views import node_dra_view
+        from kubedevice.node.claim_views import node_dra_view
 
         view = views.node_view(self.manager, self.checkpoint, self.topology, self.scope)
         warnings = self.dra.coexistence_warnings(view["resources"])
@@ -60,7 +60,7 @@ class StatusAPI:
 
     def _pods(self) -> Response:
         from kubedevice.node import views
-        from kubedevice.node.dra.views import DRAPodView
+        from kubedevice.node.claim_views import DRAPodView
 
         claims = DRAPodView(self.dra)
         return Response.json(
@@ -68,12 +68,12 @@ class StatusAPI:
         )
 
     def _claims(self) -> Response:
-        from kubedevice.node.dra.views import claims_view
+        from kubedevice.node.claim_views import claims_view
 
         return Response.json(claims_view(self.dra, self.pods))
 
     def _claim(self, rest: str) -> Response:
-        from kubedevice.node.dra.views import claim_answer, claim_path, not_found
+        from kubedevice.node.claim_views import claim_answer, claim_path, not_found
 
         where = claim_path(rest)
         if where is None:
@@ -84,7 +84,7 @@ class StatusAPI:
         return Response.json(claim) if claim is not None else Response.json(not_found(where[1]), 404)
 
     def _slices(self) -> Response:
-        from kubedevice.node.dra.views import slices_view
+        from kubedevice.node.claim_views import slices_view
 
         return Response.json(slices_view(self.slices))
 

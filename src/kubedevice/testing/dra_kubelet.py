@@ -34,7 +34,6 @@ from kubedevice.dra import (
     ResourceClaim,
 )
 from kubedevice.dra.plugins import DriverStatus
-from kubedevice.node.http import Response, StatusServer
 from kubedevice.plugin import DevicePlugin
 from kubedevice.plugin.dra.backend.slice_file import slice_file
 from kubedevice.plugin.dra.backend.standalone import DAEMON_SOCKET, StandaloneBackend
@@ -42,6 +41,7 @@ from kubedevice.plugin.dra.runner import FacesServer
 from kubedevice.plugin.errors import ConfigError
 from kubedevice.pluginwatcher.handler import WatcherOptions
 from kubedevice.pluginwatcher.watcher import PluginWatcher
+from kubedevice.statusapi.http import Response, StatusServer
 from kubedevice.testing.kubelet import RECHECK_S, PluginCallFailed
 
 T = TypeVar("T")

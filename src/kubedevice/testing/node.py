@@ -18,9 +18,10 @@ from typing import Any
 
 from kubedevice.conformance.process import PluginProcess
 from kubedevice.node.config import NodePaths
-from kubedevice.node.http import StatusClientError, get
-from kubedevice.node.manifests import ManifestError, parse_manifest
+from kubedevice.node.manifests import parse_manifest
 from kubedevice.plugin import Allocation, DevicePlugin, DeviceSpec, Mount, PluginServer
+from kubedevice.resource.document_file import ManifestError
+from kubedevice.statusapi.http import StatusClientError, get
 from kubedevice.testing.serving import ServedPlugin, serve_plugin
 
 #: The daemon as the installed package runs it, with this interpreter (no script on PATH needed).

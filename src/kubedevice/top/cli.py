@@ -22,7 +22,7 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from kubedevice.node.options import ROOT_HELP, fail, root_option
+from kubedevice.options import ROOT_HELP, fail, root_option
 from kubedevice.top.frame import render
 from kubedevice.top.model import TopView
 from kubedevice.top.sources import PodResourcesSource, Source, StatusSource, TopSourceError

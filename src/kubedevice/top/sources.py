@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kubedevice.inventory import PodResourcesError, PodResourcesReader
-from kubedevice.node.http import StatusClientError, get
+from kubedevice.statusapi.http import StatusClientError, get
 from kubedevice.top.model import TopView, from_podresources, from_status
 
 STATUS_SOCKET_NAME = "kubedevice.sock"

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from kubedevice.node.http import StatusClientError, get, get_answer
 from kubedevice.plugin.dra.backend import slice_file
 from kubedevice.plugin.dra.backend.errors import DRABackendError
 from kubedevice.plugin.dra.backend.slices import PoolContent, pool_content, standalone_slices
 from kubedevice.plugin.dra.backend_api import ClaimFetchError, SliceDevice
+from kubedevice.statusapi.http import StatusClientError, get, get_answer
 from kubedevice.tasks import cancel_and_wait
 from kubedevice.watch import DirectoryWatch
 

@@ -24,9 +24,9 @@ from kubedevice.checkpoint.dra_model import ClaimInfoState
 from kubedevice.checkpoint.errors import CheckpointError, CheckpointNotFoundError
 from kubedevice.checkpoint.store import CheckpointFile, read_file
 from kubedevice.dra import types as dra
-from kubedevice.node.dra.documents import read_allocation, read_reserved_for
-from kubedevice.node.dra.fields import DocumentError
-from kubedevice.node.dra.model import Allocation, ClaimDocument, ConsumerReference, DeviceID, DRADocuments
+from kubedevice.resource.documents import read_allocation, read_reserved_for
+from kubedevice.resource.fields import DocumentError
+from kubedevice.resource.model import Allocation, ClaimDocument, ConsumerReference, DeviceID, DRADocuments
 
 __all__ = [
     "CLAIM_STATE_NAME",

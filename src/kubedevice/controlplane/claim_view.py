@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kubedevice.controlplane.claim_state import ClaimState, effective_claim, to_resource_claim
 from kubedevice.dra import types as dra
-from kubedevice.node.dra.claim_state import ClaimState, effective_claim, to_resource_claim
-from kubedevice.node.dra.model import ClaimDocument, DRADocuments
+from kubedevice.resource.model import ClaimDocument, DRADocuments
 
 __all__ = ["ClaimView"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kubedevice.node.dra.fields import Fields, is_qualified_attribute
-from kubedevice.node.dra.model import (
+from kubedevice.resource.fields import Fields, is_qualified_attribute
+from kubedevice.resource.model import (
     AllocationMode,
     DeviceClaimConfiguration,
     DeviceConstraint,

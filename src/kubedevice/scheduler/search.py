@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from kubedevice.node.dra.cel import CelDevice, CelRuntimeError, CelSelectors
-from kubedevice.node.dra.model import (
+from kubedevice.resource.model import (
     AttributeValue,
     DeviceClassDocument,
     DeviceConstraint,
@@ -20,6 +19,7 @@ from kubedevice.node.dra.model import (
     SelectorCompileError,
     SliceDevice,
 )
+from kubedevice.scheduler.cel import CelDevice, CelRuntimeError, CelSelectors
 
 #: The API's limit on a claim's results (`AllocationResultsMaxSize`).
 MAX_RESULTS = 32

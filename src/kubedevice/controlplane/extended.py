@@ -15,22 +15,22 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 
+from kubedevice.controlplane.templates import (
+    PodRef,
+    generated_uid,
+    hashed_suffix,
+    pod_owner_reference,
+    truncate_generate_name,
+)
 from kubedevice.dra.types import ExtendedResourceClaimStatus, RequestMapping
 from kubedevice.manager.types import Container, Pod
-from kubedevice.node.dra.model import (
+from kubedevice.resource.model import (
     ClaimDocument,
     DeviceRequest,
     DRADocuments,
     ExactDeviceRequest,
     ObjectMeta,
     ResourceClaimSpec,
-)
-from kubedevice.node.dra.templates import (
-    PodRef,
-    generated_uid,
-    hashed_suffix,
-    pod_owner_reference,
-    truncate_generate_name,
 )
 
 __all__ = [

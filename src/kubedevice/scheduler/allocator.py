@@ -8,29 +8,34 @@ name) compared as bytes, slices as published, devices in `spec.devices` order (d
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Set
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
-from kubedevice.node.dra.allocator_config import build_config, explain_failure
-from kubedevice.node.dra.allocator_search import (
-    MAX_RESULTS,
-    Candidate,
-    MatchAttribute,
-    RequestData,
-    Search,
-    SearchError,
-)
-from kubedevice.node.dra.cel import CelSelectors
-from kubedevice.node.dra.model import (
+from kubedevice.resource.model import (
     Allocation,
     DeviceClassDocument,
-    DeviceID,
     DeviceRequestAllocationResult,
     DeviceSubRequest,
     ExactDeviceRequest,
     NamespaceDocument,
     Pool,
     ResourceClaimSpec,
+)
+from kubedevice.scheduler.cel import CelSelectors
+from kubedevice.scheduler.config import build_config
+from kubedevice.scheduler.explain import explain_failure
+from kubedevice.scheduler.request import (
+    ADMIN_ACCESS_LABEL,
+    AllocationRequest,
+    ClaimToAllocate,
+    Unschedulable,
+)
+from kubedevice.scheduler.search import (
+    MAX_RESULTS,
+    Candidate,
+    MatchAttribute,
+    RequestData,
+    Search,
+    SearchError,
 )
 
 __all__ = [
@@ -41,43 +46,6 @@ __all__ = [
     "allocate",
     "check_admin_access",
 ]
-
-#: The namespace label that allows `adminAccess` requests (the API server's check).
-ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
-
-
-class Unschedulable(Exception):
-    """No allocation: the pod stays Pending with reason `Unschedulable` and this message."""
-
-    reason = "Unschedulable"
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimToAllocate:
-    namespace: str
-    name: str
-    spec: ResourceClaimSpec
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
-@dataclass(frozen=True, slots=True)
-class AllocationRequest:
-    """Everything one search needs; `claims` in pod-claim order (the extended-resource claim last)."""
-
-    claims: tuple[ClaimToAllocate, ...]
-    classes: Mapping[str, DeviceClassDocument]
-    pools: Sequence[Pool]
-    #: Devices held by allocated claims (results with adminAccess excluded).
-    in_use: Set[DeviceID]
-    namespaces: Mapping[str, NamespaceDocument]
-    node_name: str
 
 
 def allocate(request: AllocationRequest, selectors: CelSelectors | None = None) -> list[Allocation]:

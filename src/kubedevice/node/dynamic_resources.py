@@ -23,19 +23,19 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, S
 from typing import overload
 
 from kubedevice.checkpoint.dra_model import ClaimInfoState
+from kubedevice.controlplane.claim_saver import ClaimStateSaver
+from kubedevice.controlplane.claim_state import ClaimRecord, ClaimState, ClaimStateFile, reconcile_at_start
+from kubedevice.controlplane.claim_view import ClaimView
+from kubedevice.controlplane.extended import ExtendedRoutes, coexistence_warnings, route_extended_resources
+from kubedevice.controlplane.pod_step import DRAContext, dra_step, recorded_routes, restore_pod
+from kubedevice.controlplane.reservation import pod_removed
 from kubedevice.dra import DRAManager, DynamicResource, PrepareError, UnprepareError
 from kubedevice.dra import types as dra
 from kubedevice.manager import RunContainerOptions
-from kubedevice.node.dra.cel import CelSelectors
-from kubedevice.node.dra.claim_saver import ClaimStateSaver
-from kubedevice.node.dra.claim_state import ClaimRecord, ClaimState, ClaimStateFile, reconcile_at_start
-from kubedevice.node.dra.claim_view import ClaimView
-from kubedevice.node.dra.dra_step import DRAContext, dra_step, recorded_routes, restore_pod
-from kubedevice.node.dra.extended import ExtendedRoutes, coexistence_warnings, route_extended_resources
-from kubedevice.node.dra.model import DRADocuments, Pool
-from kubedevice.node.dra.reservation import pod_removed
 from kubedevice.node.pods import PodRecord
 from kubedevice.pluginwatcher import PluginHandler
+from kubedevice.resource.model import DRADocuments, Pool
+from kubedevice.scheduler.cel import CelSelectors
 from kubedevice.tasks import cancel_and_wait
 
 log = logging.getLogger("kubedevice.node.daemon")

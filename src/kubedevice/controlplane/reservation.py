@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kubedevice.node.dra.claim_state import ClaimRecord, ClaimState
-from kubedevice.node.dra.model import ClaimDocument, ConsumerReference
+from kubedevice.controlplane.claim_state import ClaimRecord, ClaimState
+from kubedevice.resource.model import ClaimDocument, ConsumerReference
 
 __all__ = ["MAX_CONSUMERS", "ReservationError", "check_room", "pod_removed", "release_pod", "reserve"]
 

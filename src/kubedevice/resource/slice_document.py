@@ -11,10 +11,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kubedevice.node.dra.claim_spec import CONSUMABLE_CAPACITY, TAINTS
-from kubedevice.node.dra.fields import Fields, is_qualified_attribute
-from kubedevice.node.dra.model import AttributeValue, ObjectMeta, ResourceSliceDocument, SliceDevice
-from kubedevice.node.identity import document_uid
+from kubedevice.resource.claim_spec import CONSUMABLE_CAPACITY, TAINTS
+from kubedevice.resource.fields import Fields, is_qualified_attribute
+from kubedevice.resource.identity import document_uid
+from kubedevice.resource.model import AttributeValue, ObjectMeta, ResourceSliceDocument, SliceDevice
 
 #: The API's limits on one slice's devices and on one device's attributes and capacities together.
 MAX_DEVICES = 128

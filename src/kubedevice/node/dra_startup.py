@@ -10,8 +10,11 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kubedevice.controlplane.claim_state import ClaimStateError, ClaimStateFile
+from kubedevice.controlplane.slice_folder import SliceFolder
 from kubedevice.dra import DRACheckpointError, DRAManager, DynamicResource
 from kubedevice.manager import Pod
+from kubedevice.node.checkpoint_guard import REFUSED_HINT
 from kubedevice.node.config import (
     DRA_CHECKPOINT_FAULT_ENV,
     NodeConfig,
@@ -19,10 +22,7 @@ from kubedevice.node.config import (
     NodeStartError,
     checkpoint_fault_from_env,
 )
-from kubedevice.node.dra.checkpoint_guard import REFUSED_HINT
-from kubedevice.node.dra.claim_state import ClaimStateError, ClaimStateFile
-from kubedevice.node.dra.flow import DRAFlow
-from kubedevice.node.dra.slice_folder import SliceFolder
+from kubedevice.node.dynamic_resources import DRAFlow
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kubedevice.node.dra.model import ClaimDocument, ConsumerReference, ResourceClaimSpec
+from kubedevice.resource.model import ClaimDocument, ConsumerReference, ResourceClaimSpec
 
 API_VERSION = "resource.k8s.io/v1"
 

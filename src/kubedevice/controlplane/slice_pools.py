@@ -17,11 +17,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubedevice.node.dra.documents import check_kind
-from kubedevice.node.dra.fields import DocumentError
-from kubedevice.node.dra.model import Pool, ResourceSliceDocument
-from kubedevice.node.dra.slice_document import parse_slice
-from kubedevice.node.manifests import MANIFEST_SUFFIXES, ManifestError, load_documents
+from kubedevice.resource.document_file import MANIFEST_SUFFIXES, ManifestError, load_documents
+from kubedevice.resource.documents import check_kind
+from kubedevice.resource.fields import DocumentError
+from kubedevice.resource.model import Pool, ResourceSliceDocument
+from kubedevice.resource.slice_document import parse_slice
 
 __all__ = ["SliceFile", "SliceReport", "SliceScan", "gather_slices", "parse_slice_file", "read_slices"]
 

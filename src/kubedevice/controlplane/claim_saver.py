@@ -11,7 +11,7 @@ import asyncio
 import logging
 
 from kubedevice.checkpoint import CheckpointError
-from kubedevice.node.dra.claim_state import ClaimState, ClaimStateFile, Updates
+from kubedevice.controlplane.claim_state import ClaimState, ClaimStateFile, Updates
 
 log = logging.getLogger("kubedevice.node.daemon")
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, struct_pb2
 
-from kubedevice.node.dra.semver import Semver, parse_semver
-from kubedevice.node.quantity import parse_quantity
+from kubedevice.resource.quantity import parse_quantity
+from kubedevice.scheduler.semver import Semver, parse_semver
 
 QUANTITY_TYPE = "kubernetes.Quantity"
 SEMVER_TYPE = "kubernetes.Semver"

@@ -8,12 +8,12 @@ from typing import Any
 from urllib.parse import unquote
 
 from kubedevice.checkpoint.dra_model import ClaimInfoState
+from kubedevice.controlplane.slice_folder import SliceFolder
 from kubedevice.dra import DRAError, DRAManager
 from kubedevice.dra.claim_names import resolve
-from kubedevice.node.dra.claim_json import claim_json, consumer_json
-from kubedevice.node.dra.flow import DRAFlow, has_claims
-from kubedevice.node.dra.slice_folder import SliceFolder
+from kubedevice.node.dynamic_resources import DRAFlow, has_claims
 from kubedevice.node.pods import PodRecord
+from kubedevice.resource.claim_json import claim_json, consumer_json
 
 #: namespace/name -> (the cache entry, prepared in this run)
 Infos = Mapping[str, tuple[ClaimInfoState, bool]]

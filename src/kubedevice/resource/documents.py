@@ -13,9 +13,10 @@ from typing import Any
 
 from kubedevice.dra.types import ConsumerReference, DeviceRequestAllocationResult
 from kubedevice.manager.registration import is_extended_resource_name
-from kubedevice.node.dra.claim_spec import SpecReader
-from kubedevice.node.dra.fields import DocumentError, Fields
-from kubedevice.node.dra.model import (
+from kubedevice.resource.claim_spec import SpecReader
+from kubedevice.resource.fields import DocumentError, Fields
+from kubedevice.resource.identity import document_uid
+from kubedevice.resource.model import (
     Allocation,
     ClaimDocument,
     ClaimTemplateDocument,
@@ -25,7 +26,6 @@ from kubedevice.node.dra.model import (
     ObjectMeta,
     SelectorCompiler,
 )
-from kubedevice.node.identity import document_uid
 
 __all__ = [
     "DRA_GROUP",

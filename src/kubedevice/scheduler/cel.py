@@ -20,8 +20,8 @@ from typing import Any
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
-from kubedevice.node.dra.cel_values import DEVICE_TYPE, QUANTITY_TYPE, SEMVER_TYPE, CelValues
-from kubedevice.node.dra.model import SelectorCompileError, SliceDevice
+from kubedevice.resource.model import SelectorCompileError, SliceDevice
+from kubedevice.scheduler.cel_values import DEVICE_TYPE, QUANTITY_TYPE, SEMVER_TYPE, CelValues
 
 __all__ = ["CelDevice", "CelRuntimeError", "CelSelectors", "SelectorCompileError"]
 

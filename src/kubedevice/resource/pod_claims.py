@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubedevice.dra.types import ContainerClaim, PodClaim
-from kubedevice.node.dra.fields import Fields
-from kubedevice.node.dra.model import PodClaims
+from kubedevice.resource.fields import Fields
+from kubedevice.resource.model import PodClaims
 
 
 def read_pod_claims(

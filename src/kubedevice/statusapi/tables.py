@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from kubedevice.node.dra_tables import print_dra_drivers
+from kubedevice.statusapi.claim_tables import print_dra_drivers
 
 
 def print_node(console: Console, data: dict[str, Any]) -> None:

@@ -27,24 +27,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from kubedevice.checkpoint.dra_model import ClaimInfoState
-from kubedevice.dra import types as dra
-from kubedevice.dra.claim_names import pod_claim_names
-from kubedevice.dra.errors import DRAError
-from kubedevice.dra.manager import operation_prefix
-from kubedevice.manager.types import Pod
-from kubedevice.node.dra.allocator import (
-    AllocationRequest,
-    ClaimToAllocate,
-    Unschedulable,
-    allocate,
-    check_admin_access,
-)
-from kubedevice.node.dra.cel import CelSelectors
-from kubedevice.node.dra.claim_state import ClaimRecord, ClaimState, devices_in_use, effective_claim
-from kubedevice.node.dra.extended import ExtendedRoutes, special_claim, special_claim_name
-from kubedevice.node.dra.model import ClaimDocument, DRADocuments, PodClaims, Pool
-from kubedevice.node.dra.reservation import ReservationError, check_room, reserve
-from kubedevice.node.dra.templates import (
+from kubedevice.controlplane.claim_state import ClaimRecord, ClaimState, devices_in_use, effective_claim
+from kubedevice.controlplane.extended import ExtendedRoutes, special_claim, special_claim_name
+from kubedevice.controlplane.reservation import ReservationError, check_room, reserve
+from kubedevice.controlplane.templates import (
     ClaimNotCreated,
     PodRef,
     bare_generated_claim,
@@ -52,6 +38,20 @@ from kubedevice.node.dra.templates import (
     generated_claim_name,
     template_for,
 )
+from kubedevice.dra import types as dra
+from kubedevice.dra.claim_names import pod_claim_names
+from kubedevice.dra.errors import DRAError
+from kubedevice.dra.manager import operation_prefix
+from kubedevice.manager.types import Pod
+from kubedevice.resource.model import ClaimDocument, DRADocuments, PodClaims, Pool
+from kubedevice.scheduler.allocator import (
+    AllocationRequest,
+    ClaimToAllocate,
+    Unschedulable,
+    allocate,
+    check_admin_access,
+)
+from kubedevice.scheduler.cel import CelSelectors
 
 __all__ = [
     "PREPARE_FAILED",

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import cast
 
-from kubedevice.node.dra.documents import DRADocument
-from kubedevice.node.dra.model import (
+from kubedevice.resource.documents import DRADocument
+from kubedevice.resource.model import (
     ClaimDocument,
     ClaimTemplateDocument,
     DeviceClassDocument,

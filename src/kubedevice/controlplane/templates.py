@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kubedevice.dra.types import OwnerReference
-from kubedevice.node.dra.model import ClaimDocument, ClaimTemplateDocument, ObjectMeta, ResourceClaimSpec
+from kubedevice.resource.model import ClaimDocument, ClaimTemplateDocument, ObjectMeta, ResourceClaimSpec
 
 __all__ = [
     "NAME_ALPHABET",

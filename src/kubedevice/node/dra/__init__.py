@@ -1,1 +1,0 @@
-"""Dynamic resource allocation in the node daemon: documents, slices, allocation, the pod flow's step."""
