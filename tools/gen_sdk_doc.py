@@ -52,7 +52,7 @@ PARTS = (
         (
             "kubedevice.plugin.entry:serve",
             "kubedevice.plugin.server:PluginServer",
-            "kubedevice.plugin.server:Backoff",
+            "kubedevice.backoff:Backoff",
             "kubedevice.plugin.server:DEFAULT_PLUGIN_DIR",
             "kubedevice.plugin.server:DEFAULT_REGISTRY_DIR",
             "kubedevice.plugin.events:EventKind",

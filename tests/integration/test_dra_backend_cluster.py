@@ -23,15 +23,16 @@ from lightkube.models.resource_v1 import (
 )
 from lightkube.resources.resource_v1 import ResourceClaim
 
+from kubedevice.backoff import Backoff
 from kubedevice.plugin.dra.backend import DRABackendError, make_backend
-from kubedevice.plugin.dra.backend.cluster import Backoff, ClusterBackend
+from kubedevice.plugin.dra.backend.cluster import ClusterBackend
 from kubedevice.plugin.dra.backend_api import ClaimFetchError, SliceDevice
 from tests.dra_apiserver import ApiServer
 from tests.waiting import poll_async
 
 DRIVER = "gpu.example.com"
 NODE = "node-1"
-FAST = Backoff(initial=0.02, maximum=0.1)
+FAST = Backoff(initial=0.02, cap=0.1)
 
 
 @pytest.fixture(autouse=True)

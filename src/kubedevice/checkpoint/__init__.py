@@ -41,11 +41,11 @@ from kubedevice.checkpoint.model import (
 from kubedevice.checkpoint.spew import checksum, spew_text
 from kubedevice.checkpoint.store import (
     MAX_CHECKPOINT_BYTES,
-    WRITE_STAGES,
     CheckpointFile,
     CheckpointStore,
     read_file,
 )
+from kubedevice.durable import WRITE_STAGES
 
 __all__ = [
     "MAX_CHECKPOINT_BYTES",

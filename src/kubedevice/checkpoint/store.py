@@ -1,13 +1,13 @@
 """The checkpoint file on disk: a read that never crashes and a durable, atomic write.
 
-The write is temp file, fsync, rename, directory fsync; a file that cannot be used is set aside, not lost.
-:class:`CheckpointFile` holds these mechanics for both checkpoints: the device manager's
-(:class:`CheckpointStore`, here) and the DRA manager's (:mod:`.dra_store`).
+The write is :func:`kubedevice.durable.replace_file`'s (temp file, fsync, rename, directory fsync); a file
+that cannot be used is set aside, not lost. :class:`CheckpointFile` holds these mechanics for the
+checkpoints: the device manager's (:class:`CheckpointStore`, here), the DRA manager's (:mod:`.dra_store`)
+and the daemon's `dra_claims.json`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import stat
@@ -26,13 +26,14 @@ from kubedevice.checkpoint.errors import (
 )
 from kubedevice.checkpoint.json_writer import encode
 from kubedevice.checkpoint.model import CheckpointData, DecodedCheckpoint
+from kubedevice.durable import WRITE_STAGES, TempNames, fsync_folder, remove_stale_temp_files, replace_file
 
 #: A file larger than this is refused rather than read into memory. A real checkpoint with 10,000
 #: allocations is a few MiB; this bound only keeps a stray huge file from exhausting memory.
 MAX_CHECKPOINT_BYTES: Final = 256 * 1024 * 1024
 
-#: Stages at which a checkpoint store calls its fault hook during a write, in order.
-WRITE_STAGES: Final = ("after-temp-write", "after-fsync", "after-rename")
+#: The checkpoint directories' mode when a write creates them (the kubelet's device plugin directory's).
+_DIRECTORY_MODE: Final = 0o750
 
 
 def read_file(path: Path) -> bytes:
@@ -70,33 +71,9 @@ def read_file(path: Path) -> bytes:
 
 
 _VALID_NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,250}")
-#: What _create_temp names its files.
-_TEMP_NAME: Final = re.compile(r"\.\d+")
-
-
-#: How many buffers one writev may take (IOV_MAX; POSIX guarantees at least 16, Linux has 1024).
-_IOV_MAX: Final = max(16, os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 16)
-
-
-def _write_all(fd: int, pieces: list[bytes]) -> None:
-    """Write the pieces in order with writev: a multi-MiB file is never joined into one copy first."""
-    for start in range(0, len(pieces), _IOV_MAX):
-        batch = pieces[start : start + _IOV_MAX]
-        written = os.writev(fd, batch)
-        wanted = sum(map(len, batch))
-        if written < wanted:
-            # A short write (a full disk, a signal): finish this batch from where it stopped.
-            rest = memoryview(b"".join(batch))[written:]
-            while rest:
-                rest = rest[os.write(fd, rest) :]
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+#: Like Go's os.CreateTemp(dir, "."), as the kubelet names them: a dot name (hidden from checkpoint
+#: listings) with random digits.
+_TEMP_NAMES: Final = TempNames(".", "")
 
 
 class CheckpointFile:
@@ -139,56 +116,24 @@ class CheckpointFile:
     def _ensure_directory(self) -> None:
         directory = self._directory
         if not directory.is_dir():
-            directory.mkdir(mode=0o750, parents=True, exist_ok=True)
+            directory.mkdir(mode=_DIRECTORY_MODE, parents=True, exist_ok=True)
             # mkdir's mode is filtered by the umask; the device plugin directory must be exactly 0750.
-            os.chmod(directory, 0o750)
+            os.chmod(directory, _DIRECTORY_MODE)
 
     def _write(self, blob: bytes | list[bytes]) -> None:
-        self._ensure_directory()
-        temp, fd = self._create_temp()
-        try:
-            try:
-                _write_all(fd, [blob] if isinstance(blob, bytes) else blob)
-                self._stage("after-temp-write")
-                os.fsync(fd)
-                self._stage("after-fsync")
-            finally:
-                os.close(fd)
-            os.replace(temp, self.path)
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
-        self._stage("after-rename")
-        _fsync_directory(self._directory)
-
-    def _create_temp(self) -> tuple[Path, int]:
-        # Like Go's os.CreateTemp(dir, "."): a dot name (hidden from checkpoint listings) with random digits.
-        for _ in range(10000):
-            # os.urandom, not the secrets module: that one imports hmac and hashlib (~2.5 ms of every start).
-            temp = self._directory / f".{int.from_bytes(os.urandom(4), 'little')}"
-            try:
-                return temp, os.open(temp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600)
-            except FileExistsError:
-                continue
-        raise FileExistsError(f"no free temporary file name in {self._directory}")
+        replace_file(self.path, blob, temp=_TEMP_NAMES, folder_mode=_DIRECTORY_MODE, fault=self._stage)
 
     def remove_stale_temp_files(self) -> list[str]:
         """Delete the temporary files of writes a crash cut short; returns their names.
 
-        A process killed between creating its temp file and renaming it leaves the file behind, and the
-        kubelet never removes them; after enough crashes they would fill the directory. Call this only
+        The kubelet never removes them; after enough crashes they would fill the directory. Call this only
         while no write can run (at start, before the first write).
         """
-        removed: list[str] = []
-        for entry in os.scandir(self._directory):
-            if _TEMP_NAME.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(entry.path)
-                    removed.append(entry.name)
-        return removed
+        return remove_stale_temp_files(self._directory, _TEMP_NAMES)
 
     def _stage(self, stage: str) -> None:
-        if self._fault is not None:
+        # The hook sees the crash stages only: a kill after the folder's fsync is one after the rename.
+        if self._fault is not None and stage in WRITE_STAGES:
             self._fault(stage)
 
     def _move_aside(self, stamp: str, verb: str) -> Path:
@@ -204,7 +149,7 @@ class CheckpointFile:
             raise CheckpointNotFoundError(self.path) from None
         except OSError as err:
             raise CheckpointError(f"cannot {verb} {self.path}: {err.strerror or err}") from None
-        _fsync_directory(self._directory)
+        fsync_folder(self._directory)
         return target
 
 

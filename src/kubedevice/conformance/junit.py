@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kubedevice.atomic_file import write_atomic
 from kubedevice.conformance.report import Report, Result
+from kubedevice.durable import replace_file
 
 SUITE = "kubedevice conformance"
 CLASSNAME = "kubedevice.conformance"
@@ -61,4 +61,4 @@ def to_junit_xml(report: Report, command: Sequence[str], seconds: float) -> byte
 
 def write_junit_xml(path: Path, document: bytes) -> None:
     """Write atomically: a CI step reading the file never sees half of it."""
-    write_atomic(path, document, durable=False)
+    replace_file(path, document)

@@ -21,6 +21,7 @@ import grpc.aio
 from kubedevice.api.constants import KUBELET_SOCKET_NAME
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
+from kubedevice.grpc_unix import serve_unix
 from kubedevice.manager.errors import RegistrationError
 from kubedevice.manager.registration import check_resource_name, check_version, resolve_endpoint
 
@@ -87,12 +88,10 @@ class FakeKubelet:
         """Serve kubelet.sock; returns the loop time at which the socket appeared (plugins react to that)."""
         if self._server is not None:
             raise RuntimeError("the registration server is already running")
-        await asyncio.to_thread(_remove_if_present, self.socket_path)
-        server = grpc.aio.server()
-        dp_grpc.add_RegistrationServicer_to_server(_Registration(self), server)
-        server.add_insecure_port(f"unix://{self.socket_path}")
-        await server.start()
-        self._server = server
+        registration = _Registration(self)
+        self._server = await serve_unix(
+            self.socket_path, lambda server: dp_grpc.add_RegistrationServicer_to_server(registration, server)
+        )
         return asyncio.get_running_loop().time()
 
     async def stop(self) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -22,6 +21,7 @@ from kubedevice.api import constants
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from kubedevice.checkpoint import CheckpointStore
 from kubedevice.checkpoint.writer import CheckpointWriter
+from kubedevice.grpc_unix import UnixBindError, serve_unix
 from kubedevice.manager import capacity, resource_status
 from kubedevice.manager.allocator import ActivePods, AffinityStore, Allocator, CallTimeouts
 from kubedevice.manager.changes import ChangeListener
@@ -157,21 +157,19 @@ class DeviceManager:
         removed = await asyncio.to_thread(clean_plugin_dir, self.plugin_dir, self._store.path.name)
         if removed:
             log.info("removed %s from %s", counted(len(removed), "stale socket"), self.plugin_dir)
-        server = grpc.aio.server()
-        dp_grpc.add_RegistrationServicer_to_server(
-            RegistrationServicer(self.plugin_dir, self._endpoints.connect_client, self.metrics), server
-        )
+        registration = RegistrationServicer(self.plugin_dir, self._endpoints.connect_client, self.metrics)
         try:
-            server.add_insecure_port("unix://" + str(self.socket_path.absolute()))
-        except RuntimeError as err:
+            # gRPC creates the socket under the process umask; plugins run as root or the same group, and
+            # nobody else may register (the directory's 0750 alone is no guarantee once it is shared).
+            self._server = await serve_unix(
+                self.socket_path.absolute(),
+                lambda server: dp_grpc.add_RegistrationServicer_to_server(registration, server),
+                mode=_SOCKET_MODE,
+            )
+        except UnixBindError as err:
             self._status = "stopped"
-            raise RuntimeError(f"cannot serve {self.socket_path}: {err}") from None
-        self._server = server
+            raise RuntimeError(f"cannot serve {self.socket_path}: {err.reason}") from None
         self._status = "running"
-        await server.start()
-        # gRPC creates the socket under the process umask; plugins run as root or the same group, and
-        # nobody else may register (the directory's 0750 alone is no guarantee once it is shared).
-        await asyncio.to_thread(os.chmod, self.socket_path, _SOCKET_MODE)
         if self.plugins_registry is not None:
             self._watcher = start_watching(self.plugins_registry, self.plugin_handler, self._watcher_options)
         log.info("device manager serving %s", self.socket_path)

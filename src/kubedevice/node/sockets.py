@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import grpc.aio
 
+from kubedevice.grpc_unix import UnixBindError, serve_unix
 from kubedevice.node.config import NodeStartError
 
 #: The daemon's sockets: owner and group only (plugins run as root or in the same group).
@@ -36,13 +36,7 @@ async def serve_grpc(path: Path, add_services: Callable[[grpc.aio.Server], None]
 
     Raises NodeStartError with one line when the socket cannot be served.
     """
-    server = grpc.aio.server()
-    add_services(server)
-    await asyncio.to_thread(path.unlink, missing_ok=True)
     try:
-        server.add_insecure_port("unix://" + str(path))
-    except RuntimeError as err:
-        raise NodeStartError(f"cannot serve {path}: {err}") from None
-    await server.start()
-    await asyncio.to_thread(os.chmod, path, SOCKET_MODE)
-    return server
+        return await serve_unix(path, add_services, mode=SOCKET_MODE)
+    except UnixBindError as err:
+        raise NodeStartError(f"cannot serve {path}: {err.reason}") from None

@@ -9,28 +9,26 @@ checkpoint shows running (no device: a zero request, or admitted before its plug
 whose driver prepared no device), the manifest content each had, and the boot they ran in. So it changes
 when a pod terminates or is tried again, or when such a pod starts Running, never for an admission that
 wrote a checkpoint.
-It is written atomically (temp file, fsync, rename) from a thread, one write at a time, and saves asked
-for while a write runs share the next one (group commit).
+It is written durably (kubedevice.durable: temp file, fsync, rename, folder fsync) from a thread, one
+write at a time, and saves asked for while a write runs share the next one (group commit).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
-import os
-import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kubedevice.atomic_file import write_atomic
+from kubedevice.durable import GroupCommit, TempNames, remove_stale_temp_files, replace_file
 
 log = logging.getLogger(__name__)
 
 STATE_VERSION = 1
+#: `.<random>.tmp`, as tempfile.mkstemp(prefix=".", suffix=".tmp") named them before.
+_TEMP_NAMES = TempNames(".", ".tmp")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,18 +55,17 @@ class PodStateFile:
         self.boot_id = boot_id
         #: The boot ID the file on disk records; None when there is no file or it records none.
         self.saved_boot_id: str | None = None
-        self._lock = asyncio.Lock()
         self._last_written: dict[str, SavedPod] | None = None
-        #: Saves asked for, and the number of the last one a finished write covered (group commit).
-        self._requested = 0
-        self._covered = 0
+        self._snapshot: Callable[[], dict[str, SavedPod]] = dict
+        self._commit = GroupCommit.threaded(self._changed, self._write, name=f"write {path.name}")
 
     def load(self) -> dict[str, SavedPod]:
         """The saved pods; a missing file is empty, an unreadable one is logged and treated as empty.
 
         Also removes the temporary files of writes a crash cut short (call it before the first save).
         """
-        _remove_stale_temp_files(self.path.parent)
+        for name in remove_stale_temp_files(self.path.parent, _TEMP_NAMES):
+            log.info("removed %s, left by a write a crash cut short", self.path.parent / name)
         try:
             raw = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -94,46 +91,31 @@ class PodStateFile:
     async def save(self, snapshot: Callable[[], dict[str, SavedPod]]) -> None:
         """Return once a write that began after this call has finished (or found nothing to change).
 
-        `snapshot` is called when that write begins, so saves asked for while one runs share the next.
+        `snapshot` is called when that write begins, so saves asked for while one runs share the next
+        (every caller passes the same view of the pods: the last one given is called).
         """
-        self._requested += 1
-        mine = self._requested
-        async with self._lock:
-            if self._covered >= mine:
-                return
-            covers = self._requested
-            pods = snapshot()
-            if pods != self._last_written or self.saved_boot_id != self.boot_id:
-                await asyncio.to_thread(_write_atomic, self.path, pods, self.boot_id)
-                self.saved_boot_id = self.boot_id
-                self._last_written = pods
-            self._covered = covers
+        self._snapshot = snapshot
+        await self._commit.commit()
 
+    def _changed(self) -> tuple[dict[str, SavedPod], str] | None:
+        """The pods and boot to write when a write begins; None when the file holds them already."""
+        pods = self._snapshot()
+        if pods == self._last_written and self.saved_boot_id == self.boot_id:
+            return None
+        return pods, self.boot_id
 
-#: What tempfile.mkstemp(prefix=".", suffix=".tmp") names the files _write_atomic creates.
-_TEMP_NAME = re.compile(r"\.[a-z0-9_]{8}\.tmp")
-
-
-def _remove_stale_temp_files(directory: Path) -> None:
-    try:
-        entries = list(os.scandir(directory))
-    except FileNotFoundError:
-        return
-    for entry in entries:
-        if _TEMP_NAME.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(entry.path)
-                log.info("removed %s, left by a write a crash cut short", entry.path)
-
-
-def _write_atomic(path: Path, pods: dict[str, SavedPod], boot_id: str) -> None:
-    body = json.dumps(
-        {
-            "version": STATE_VERSION,
-            "bootID": boot_id,
-            "pods": {uid: asdict(p) for uid, p in sorted(pods.items())},
-        },
-        indent=1,
-        sort_keys=True,
-    )
-    write_atomic(path, body, prefix=".")
+    def _write(self, change: tuple[dict[str, SavedPod], str]) -> None:
+        """On a thread, one at a time: what `_changed` reads next is set only once the file holds it."""
+        pods, boot_id = change
+        body = json.dumps(
+            {
+                "version": STATE_VERSION,
+                "bootID": boot_id,
+                "pods": {uid: asdict(p) for uid, p in sorted(pods.items())},
+            },
+            indent=1,
+            sort_keys=True,
+        )
+        replace_file(self.path, body, temp=_TEMP_NAMES)
+        self.saved_boot_id = boot_id
+        self._last_written = pods

@@ -19,13 +19,14 @@ requests before a hook sees them, and registers again, once, after each kubelet 
 a method of `DevicePlugin`; the sections below say when the SDK calls each and what it must return.
 """
 
+from kubedevice.backoff import Backoff
 from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.entry import print_event, serve
 from kubedevice.plugin.errors import ConfigError, InvalidRequest, PluginError
 from kubedevice.plugin.events import EventKind, LifecycleEvent
 from kubedevice.plugin.metrics import PluginMetrics
 from kubedevice.plugin.model import Allocation, Device, DeviceSpec, Mount, PluginOptions
-from kubedevice.plugin.server import DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, Backoff, PluginServer
+from kubedevice.plugin.server import DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, PluginServer
 from kubedevice.plugin.sharing import SharedDevices, SharedPlugin
 
 __all__ = [

@@ -21,6 +21,7 @@ from kubedevice.api.constants import DIAL_TIMEOUT_S
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from kubedevice.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from kubedevice.grpc_unix import UnixBindError, serve_unix
 from kubedevice.plugin.errors import ConfigError
 from kubedevice.plugin.events import EventBus, EventKind
 from kubedevice.plugin.naming import check_socket_path
@@ -84,11 +85,11 @@ class PluginEndpoints:
         """
         for _ in range(_GONE_RETRIES):
             path = self._next_socket_path()
-            endpoint = self._bind(path)
-            # Listed from the start, so a stop() that cancels us half-way still closes this server:
-            # a gRPC server left running past the event loop hangs interpreter exit.
+            endpoint = await self._serve(path)
+            # Listed at once, so a stop() that cancels us half-way still closes this server: a gRPC
+            # server left running past the event loop hangs interpreter exit (serve_unix stops one it
+            # started when it is cancelled itself).
             self._retired.append(endpoint)
-            await endpoint.server.start()
             try:
                 await _check_answers(path)
             except (grpc.aio.AioRpcError, _SocketGone) as exc:
@@ -112,16 +113,18 @@ class PluginEndpoints:
             "they could answer — check what removes files from the plugin folder"
         )
 
-    def _bind(self, path: str) -> _Endpoint:
-        server = grpc.aio.server()
+    async def _serve(self, path: str) -> _Endpoint:
         service = self._make_service()
-        dp_grpc.add_DevicePluginServicer_to_server(service, server)
-        if self._watcher_service is not None:
-            reg_grpc.add_RegistrationServicer_to_server(self._watcher_service, server)
+
+        def add_services(server: grpc.aio.Server) -> None:
+            dp_grpc.add_DevicePluginServicer_to_server(service, server)
+            if self._watcher_service is not None:
+                reg_grpc.add_RegistrationServicer_to_server(self._watcher_service, server)
+
         try:
-            server.add_insecure_port(f"unix://{path}")
-        except RuntimeError as exc:
-            raise ConfigError(f"cannot bind {path}: {exc}") from exc
+            server = await serve_unix(path, add_services)
+        except UnixBindError as err:
+            raise ConfigError(str(err)) from None
         return _Endpoint(path, server, service)
 
     async def retire_old(self) -> None:

@@ -16,8 +16,6 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -25,6 +23,7 @@ import grpc
 from kubedevice.api.constants import DEVICE_PLUGIN_PATH, DIAL_TIMEOUT_S, PLUGINS_REGISTRY_PATH, VERSION
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
+from kubedevice.backoff import Backoff
 from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.cdi.owner import SpecFile
 from kubedevice.plugin.endpoints import PluginEndpoints
@@ -45,22 +44,6 @@ log = logging.getLogger(__name__)
 DEFAULT_PLUGIN_DIR = DEVICE_PLUGIN_PATH.rstrip("/")
 #: The plugin watcher's directory (probe mode), without the trailing slash.
 DEFAULT_REGISTRY_DIR = PLUGINS_REGISTRY_PATH.rstrip("/")
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Delays between Register attempts: `initial` seconds, times `factor` after each failure, up to `cap`."""
-
-    initial: float = 0.1
-    cap: float = 5.0
-    factor: float = 2.0
-
-    def delays(self) -> Iterator[float]:
-        """initial, initial*factor, ... up to cap, then cap forever."""
-        delay = self.initial
-        while True:
-            yield min(delay, self.cap)
-            delay *= self.factor
 
 
 class PluginServer:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import signal
 import sys
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kubedevice.conformance.process import PluginProcess
+from kubedevice.durable import replace_file
 from kubedevice.node.config import NodePaths
 from kubedevice.node.manifests import parse_manifest
 from kubedevice.plugin import Allocation, DevicePlugin, DeviceSpec, Mount, PluginServer
@@ -206,7 +206,8 @@ class Node:
         limit = self.timeout if timeout is None else timeout
         namespace, name = _identity(pod_yaml)
         file_name = f"{namespace}_{name}.yaml"
-        await asyncio.to_thread(_write_atomically, self.paths.manifests / file_name, pod_yaml)
+        # Replaced whole: the daemon's manifest watch never sees half a file (its temporary file is hidden).
+        await asyncio.to_thread(replace_file, self.paths.manifests / file_name, pod_yaml, mode=0o644)
         deadline = asyncio.get_running_loop().time() + limit
         last: PodStatus | None = None
         while True:
@@ -258,14 +259,6 @@ def _identity(pod_yaml: str) -> tuple[str, str]:
         raise AssertionError(f"apply() takes one pod per call; the manifest holds {len(manifests)}")
     pod = manifests[0].pod
     return pod.namespace, pod.name
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text)
-    # A rename: the daemon's manifest watch never sees half a file.
-    os.replace(temporary, path)
 
 
 def _pod_status(entry: dict[str, Any]) -> PodStatus:

@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from kubedevice.atomic_file import write_atomic
 from kubedevice.cdi_names import CDIError
+from kubedevice.durable import TempNames, replace_file
 from kubedevice.plugin.cdi.spec import CDIDevice, CDISpec, ContainerEdits, DeviceNode, Hook, Mount
 
 #: Where generated specs go (static ones live in /etc/cdi).
@@ -103,7 +103,8 @@ def write_spec(spec: CDISpec, spec_dir: Path = DEFAULT_SPEC_DIR, *, file_name: s
     """
     path = spec_dir / (file_name or spec.file_name())
     # Readable by every runtime, whatever the writer's umask; runtimes skip hidden files while it is written.
-    write_atomic(path, json.dumps(spec.to_json(), indent=2) + "\n", mode=0o644, prefix=f".{path.stem}.")
+    text = json.dumps(spec.to_json(), indent=2) + "\n"
+    replace_file(path, text, mode=0o644, temp=TempNames(f".{path.stem}."))
     return path
 
 

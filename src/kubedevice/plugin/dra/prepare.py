@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kubedevice.cdi_names import parse_qualified_name
+from kubedevice.durable import GroupCommit
 from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.cdi import spec_from_json, write_spec
 from kubedevice.plugin.dra.backend_api import ClaimFetchError, DRABackend
@@ -55,11 +56,11 @@ class _Call:
 class ClaimPreparer:
     """Prepares and unprepares one driver's claims; `lock` serialises the calls (and instances).
 
-    Calls run in batches, in arrival order: one task takes every call waiting, holds the lock, runs
-    them one after another on one copy of the state and writes it once (group commit): calls that
-    arrive during a write share the next one instead of paying a write (and its fsyncs) each. A call
-    cancelled before its batch starts is not run; one cancelled during it is finished and recorded
-    (the kubelet's retry is then answered from the state).
+    Calls run in batches, in arrival order, by group commit (kubedevice.durable.GroupCommit): a batch
+    takes every call waiting, holds the lock, runs them one after another on one copy of the state and
+    writes it once; calls that arrive during a batch share the next one instead of paying a write (and
+    its fsyncs) each. A call cancelled before its batch starts is not run; one cancelled during it is
+    finished and recorded (the kubelet's retry is then answered from the state).
     """
 
     plugin: DevicePlugin
@@ -76,10 +77,11 @@ class ClaimPreparer:
     custom_prepare: bool = False
     _store: StateStore = field(init=False, repr=False)
     _waiting: list[_Call] = field(init=False, repr=False, default_factory=list)
-    _batches: asyncio.Task[None] | None = field(init=False, repr=False, default=None)
+    _batches: GroupCommit = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._store = StateStore(self.state_file)
+        self._batches = GroupCommit(self._run_batch, name=f"dra-calls {self.driver}")
 
     @property
     def queued(self) -> int:
@@ -98,24 +100,23 @@ class ClaimPreparer:
     async def _submit(self, what: str, refs: Sequence[ClaimRef], claims: list[Claim] | None) -> Any:
         call = _Call(what, refs, claims, asyncio.get_running_loop().create_future())
         self._waiting.append(call)
-        if self._batches is None or self._batches.done():
-            self._batches = asyncio.create_task(self._run_batches(), name=f"dra-calls {self.driver}")
-        return await call.answer  # cancelling the caller cancels `answer`: the batch skips or drops it
-
-    async def _run_batches(self) -> None:
-        batch: list[_Call] = []
         try:
-            while self._waiting:
-                async with self.lock.held():
-                    batch, self._waiting = [c for c in self._waiting if not c.answer.done()], []
-                    if batch:
-                        await self._run(batch)
-        finally:
-            for call in batch + self._waiting:  # stopped (the server's loop ends): nobody runs them
-                if not call.answer.done():
-                    call.answer.cancel()
+            await self._batches.commit()
+        except BaseException:
+            call.answer.cancel()  # a batch that has not taken it skips it; one that has drops its answer
+            raise
+        return call.answer.result()
 
-    async def _run(self, batch: list[_Call]) -> None:
+    async def _run_batch(self) -> bool:
+        """Run the calls waiting, one after another, and write the state once if any changed it."""
+        if not self._waiting:
+            return False  # taken by the batch before: it answered them already
+        async with self.lock.held():
+            batch, self._waiting = [c for c in self._waiting if not c.answer.done()], []
+            return await self._run(batch) if batch else False
+
+    async def _run(self, batch: list[_Call]) -> bool:
+        """Answer each call of the batch; True when the state was written."""
         try:
             state = await self._load()
             boot = await asyncio.to_thread(self.boot_id)
@@ -133,21 +134,22 @@ class ClaimPreparer:
                 await asyncio.to_thread(self._store.save, state)
         except CallFailed as exc:
             _answer_all(batch, exc)
-            return
+            return False
         except OSError as exc:
             for call in batch:
                 if not call.answer.done():
                     call.answer.set_exception(
                         CallFailed(f"{call.what}: write DRA state {self.state_file}: {exc.strerror or exc}")
                     )
-            return
+            return False
         except Exception as exc:  # a bug: every caller fails with it rather than waiting forever
             log.exception("a batch of DRA calls failed")
             _answer_all(batch, exc)
-            return
+            return False
         for call, result in zip(batch, results, strict=True):
             if not call.answer.done():
                 call.answer.set_result(result)
+        return changed
 
     async def _prepare(
         self, state: ClaimState, claims: list[Claim], boot: str

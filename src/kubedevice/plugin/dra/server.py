@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -31,6 +32,7 @@ from kubedevice.api.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
 from kubedevice.api.drahealth.v1 import api_pb2_grpc as health_v1_grpc
 from kubedevice.api.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
 from kubedevice.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from kubedevice.grpc_unix import UnixBindError, serve_unix
 from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.cdi.files import DEFAULT_SPEC_DIR
 from kubedevice.plugin.cdi.owner import SpecFile
@@ -233,42 +235,40 @@ class DRAServer:
             log.info("registration socket %s is gone: serving it again", self.paths.registration_socket)
 
     async def _serve_dra(self) -> None:
-        server = grpc.aio.server()
-        if self._serve_v1:
-            v1_grpc.add_DRAPluginServicer_to_server(DRAPluginV1(self.preparer), server)
-        if self._serve_v1beta1:
-            v1beta1_grpc.add_DRAPluginServicer_to_server(DRAPluginV1beta1(self.preparer), server)
-        if self.plugin.dra_health:
-            pool = lambda: self.backend.node_name  # noqa: E731
-            health_v1_grpc.add_DRAResourceHealthServicer_to_server(
-                HealthV1(self.health, pool, self._health_resend), server
-            )
-            health_v1alpha1_grpc.add_DRAResourceHealthServicer_to_server(
-                HealthV1alpha1(self.health, pool, self._health_resend), server
-            )
-        self._dra_server = await _listen(server, self.paths.dra_socket)
+        def add_services(server: grpc.aio.Server) -> None:
+            if self._serve_v1:
+                v1_grpc.add_DRAPluginServicer_to_server(DRAPluginV1(self.preparer), server)
+            if self._serve_v1beta1:
+                v1beta1_grpc.add_DRAPluginServicer_to_server(DRAPluginV1beta1(self.preparer), server)
+            if self.plugin.dra_health:
+                pool = lambda: self.backend.node_name  # noqa: E731
+                health_v1_grpc.add_DRAResourceHealthServicer_to_server(
+                    HealthV1(self.health, pool, self._health_resend), server
+                )
+                health_v1alpha1_grpc.add_DRAResourceHealthServicer_to_server(
+                    HealthV1alpha1(self.health, pool, self._health_resend), server
+                )
+
+        self._dra_server = await _listen(self.paths.dra_socket, add_services)
         self.events.emit(EventKind.SERVING, endpoint=str(self.paths.dra_socket))
 
     async def _serve_registration(self) -> None:
         if self._reg_server is not None:
             await self._reg_server.stop(grace=None)
-        server = grpc.aio.server()
-        reg_grpc.add_RegistrationServicer_to_server(self.registration, server)
-        self._reg_server = await _listen(server, self.paths.registration_socket)
+        self._reg_server = await _listen(
+            self.paths.registration_socket,
+            lambda server: reg_grpc.add_RegistrationServicer_to_server(self.registration, server),
+        )
         self.events.emit(EventKind.SERVING, endpoint=str(self.paths.registration_socket))
 
 
-async def _listen(server: grpc.aio.Server, path: Path) -> grpc.aio.Server:
-    """Remove what is at `path` (a socket left by a crash), then serve there."""
+async def _listen(path: Path, add_services: Callable[[grpc.aio.Server], None]) -> grpc.aio.Server:
+    """Serve at `path` (in a folder made if missing), replacing what is there (a socket left by a crash)."""
     await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
-    with contextlib.suppress(FileNotFoundError):
-        await asyncio.to_thread(os.unlink, path)
     try:
-        server.add_insecure_port(f"unix://{path}")
-    except RuntimeError as exc:
-        raise ConfigError(f"cannot bind {path}: {exc}") from exc
-    await server.start()
-    return server
+        return await serve_unix(path, add_services)
+    except UnixBindError as err:
+        raise ConfigError(str(err)) from None
 
 
 def _slice_device(device: Device) -> SliceDevice:

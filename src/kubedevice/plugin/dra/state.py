@@ -1,10 +1,11 @@
 """The SDK's record of prepared claims: what makes prepare and unprepare idempotent.
 
 One JSON file per driver, ``{"version": 1, "claims": {<uid>: {namespace, name, devices, cdi_spec_files,
-boot_id}}}``, where ``devices`` are the wire form of the answer. It is written (temporary file, fsync,
-rename) before an answer leaves. Each serialised call starts from the state this instance last wrote,
-unless the file changed since (another inode, size or mtime): then it is read again, so the two instances
-of a rolling update, which share the file under one lock, answer alike. Each claim's JSON is kept until the
+boot_id}}}``, where ``devices`` are the wire form of the answer. It is written (kubedevice.durable:
+temporary file, fsync, rename, folder fsync) before an answer leaves. Each serialised call starts from
+the state this instance last wrote, unless the file changed since (another inode, size or mtime): then it
+is read again, so the two instances of a rolling update, which share the file under one lock, answer
+alike. Each claim's JSON is kept until the
 claim changes, so a write encodes only what changed (a burst of prepares must not cost O(claims) each).
 
 An unreadable file is never taken as empty: prepare would then run the hooks again for claims whose
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubedevice.atomic_file import write_atomic
+from kubedevice.durable import replace_file
 from kubedevice.plugin.errors import ConfigError
 
 STATE_VERSION = 1
@@ -158,7 +159,7 @@ class StateStore:
         claims = ", ".join(self._encode(state.claims))
         body = f'{{"claims": {{{claims}}}, "version": {STATE_VERSION}}}\n'
         self._claims = None  # unknown until the write is done: a failed write leaves either file
-        write_atomic(self.path, body, sync_folder=True)
+        replace_file(self.path, body)
         self._claims, self._stamp = dict(state.claims), _stamp(self.path)
 
     def _encode(self, claims: Mapping[str, PreparedClaim]) -> list[str]:

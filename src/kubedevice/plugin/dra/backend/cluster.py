@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kubedevice.backoff import Backoff
 from kubedevice.plugin.dra.backend.errors import DRABackendError
 from kubedevice.plugin.dra.backend.slices import (
     API_VERSION,
@@ -35,19 +35,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Delays between failed passes: `initial`, doubled after each failure up to `maximum`."""
-
-    initial: float = 0.5
-    maximum: float = 60.0
-
-
 class ClusterBackend:
     """One driver's slices on one node, and its claims, through the API server."""
 
     def __init__(
-        self, *, driver_name: str, node_name: str, kubeconfig: str | None, backoff: Backoff = Backoff()
+        self,
+        *,
+        driver_name: str,
+        node_name: str,
+        kubeconfig: str | None,
+        backoff: Backoff = Backoff(initial=0.5, cap=60.0),
     ) -> None:
         self.driver_name = driver_name
         self.node_name = node_name
@@ -125,13 +122,14 @@ class ClusterBackend:
     async def _publish_loop(self) -> None:
         from kubedevice.plugin.dra.backend.kube import KubeError
 
-        delay = self._backoff.initial
+        delays = self._backoff.delays()
         while True:
             await self._dirty.wait()
             self._dirty.clear()
             try:
                 await self._sync()
             except KubeError as err:
+                delay = next(delays)
                 log.warning(
                     "publishing the ResourceSlices of %s failed: %s; trying again in %.3g s",
                     self.driver_name,
@@ -139,11 +137,10 @@ class ClusterBackend:
                     delay,
                 )
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, self._backoff.maximum)
                 self._dirty.set()
             else:
                 self.passes += 1
-                delay = self._backoff.initial
+                delays = self._backoff.delays()
 
     async def _sync(self) -> None:
         """One pass: read this driver's slices on this node and make them what the content asks."""
@@ -252,7 +249,7 @@ class ClusterBackend:
         """Follow this driver's slices on this node; any change not made here starts a publishing pass."""
         from kubedevice.plugin.dra.backend.kube import KubeError
 
-        delay = self._backoff.initial
+        delays = self._backoff.delays()
         while True:
             api = self._api
             if api is None:
@@ -267,12 +264,13 @@ class ClusterBackend:
                 async for event, item in api.watch_slices(
                     self.driver_name, self.node_name, listing.resource_version
                 ):
-                    delay = self._backoff.initial
+                    delays = self._backoff.delays()
                     if self._is_echo(event, item):
                         continue
                     log.info("ResourceSlice %s of %s: %s elsewhere", _name(item), self.driver_name, event)
                     self._dirty.set()
             except KubeError as err:
+                delay = next(delays)
                 log.warning(
                     "watching the ResourceSlices of %s failed: %s; trying again in %.3g s",
                     self.driver_name,
@@ -280,7 +278,6 @@ class ClusterBackend:
                     delay,
                 )
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, self._backoff.maximum)
 
     def _is_echo(self, event: str, item: dict[str, Any]) -> bool:
         if event == "DELETED":

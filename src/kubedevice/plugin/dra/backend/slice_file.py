@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from kubedevice.atomic_file import write_atomic
+from kubedevice.durable import replace_file
 
 SLICE_DIR_NAME = "resourceslices"
 
@@ -34,9 +34,9 @@ def render(driver: str, documents: list[dict[str, Any]]) -> str:
 
 
 def write(path: Path, text: str) -> None:
-    """Write `text` to `path` (its folder created if missing) by temp file, fsync and rename."""
+    """Write `text` to `path` (its folder created if missing) by temp file, fsync, rename and folder fsync."""
     # The daemon may run as another user than the plugin.
-    write_atomic(path, text, mode=0o644)
+    replace_file(path, text, mode=0o644)
 
 
 def read_generation(path: Path) -> int:
