@@ -3,13 +3,15 @@
 A caller that changed the state awaits :meth:`GroupCommit.commit`, which returns once a write that BEGAN
 after the call has finished (a write already running may have read the state before the change). Callers
 that ask while a write runs share the next one, so a burst of N changes costs at most two writes rather
-than N, and the last state always reaches the disk. A failed write raises its error in every caller that
-waited for it; the next caller writes again.
+than N, and the last state always reaches the disk; the callers a write wakes run once before the next
+begins, so one that changes the state again at once shares it too. A failed write raises its error in
+every caller that waited for it; the next caller writes again.
 
 The writes run in one task, not in the callers: a caller that is cancelled stops waiting, never the
-write, so no second write can start while a cancelled one still runs in its thread. Why one algorithm:
+write, so no second write can start while a cancelled one still runs in its thread. Why this algorithm:
 a lock held by the callers (each writes for those before it) lets a cancelled caller release the lock
-while its thread still writes, and makes each waiter retry a failed write on its own.
+while its thread still writes, makes each waiter retry a failed write on its own, and costs a lock
+hand-over per waiter; here each caller costs one future.
 """
 
 from __future__ import annotations
@@ -42,9 +44,10 @@ class GroupCommit:
         self._step = step
         self._name = name
         self._on_request_error = on_request_error or self._log_error
-        #: The write the callers since the last one began are waiting for; None: nobody waits.
-        self._next: asyncio.Future[None] | None = None
-        self._next_requested = False
+        #: The callers waiting for the next write (each its own future: a cancelled caller stops only its
+        #: own wait), and whether a write was asked for without waiting.
+        self._waiters: list[asyncio.Future[None]] = []
+        self._requested = False
         self._task: asyncio.Task[None] | None = None
         #: Writes done and the seconds they took (reading the state, the write, the fsyncs), for the bench
         #: and tests; group commit makes the count smaller than the commits.
@@ -74,55 +77,59 @@ class GroupCommit:
 
     async def commit(self) -> None:
         """Return once a write that began after this call has finished; raise its error if it failed."""
-        await asyncio.shield(self._ask())
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        self._start()
+        await waiter
 
     def request(self) -> None:
         """Ask for a write without waiting for it; :meth:`drain` waits for it, a failure is reported."""
-        pending = self._ask()
-        if not self._next_requested:
-            self._next_requested = True  # reported once however many ask for this write
-            pending.add_done_callback(self._report)
+        self._requested = True
+        self._start()
 
     async def drain(self) -> None:
         """Wait for the write that runs and those asked for, if any."""
         while (task := self._task) is not None:
             await asyncio.wait([task])  # a cancelled drain leaves the writes running
 
-    def _ask(self) -> asyncio.Future[None]:
-        if self._next is None:
-            self._next = asyncio.get_running_loop().create_future()
-            if self._task is None:
-                self._task = asyncio.create_task(self._run(), name=self._name)
-        return self._next
+    def _start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=self._name)
 
     async def _run(self) -> None:
-        done: asyncio.Future[None] | None = None
+        waiters: list[asyncio.Future[None]] = []
         try:
-            while self._next is not None:
+            while self._waiters or self._requested:
                 # Callers from now on wait for the next write: this one may read the state too early for them.
-                done, self._next, self._next_requested = self._next, None, False
+                waiters, self._waiters = self._waiters, []
+                requested, self._requested = self._requested, False
                 started = time.perf_counter()
                 try:
                     wrote = await self._step()
                 except Exception as err:
-                    done.set_exception(err)
-                else:
-                    if wrote:
-                        self.writes += 1
-                        self.write_seconds += time.perf_counter() - started
-                    done.set_result(None)
+                    for waiter in waiters:
+                        if not waiter.done():
+                            waiter.set_exception(err)
+                    if requested:
+                        self._on_request_error(err)
+                    continue
+                if wrote:
+                    self.writes += 1
+                    self.write_seconds += time.perf_counter() - started
+                for waiter in waiters:
+                    if not waiter.done():
+                        waiter.set_result(None)
+                if waiters:
+                    # The callers just woken run before the next write begins: one that changes the state
+                    # again at once (the next pod, say) shares that write instead of waiting for the one
+                    # after it.
+                    await asyncio.sleep(0)
         finally:
             self._task = None
             # Cancelled (the event loop is closing): nobody will write for those still waiting.
-            for waiting in (done, self._next):
-                if waiting is not None and not waiting.done():
-                    waiting.cancel()
-            self._next, self._next_requested = None, False
-
-    def _report(self, done: asyncio.Future[None]) -> None:
-        if not done.cancelled() and (err := done.exception()) is not None:
-            assert isinstance(err, Exception)
-            self._on_request_error(err)
+            for waiter in [*waiters, *self._waiters]:
+                waiter.cancel()
+            self._waiters, self._requested = [], False
 
     def _log_error(self, err: Exception) -> None:
         log.error("%s: %s", self._name, err)
