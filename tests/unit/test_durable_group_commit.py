@@ -184,3 +184,23 @@ async def test_nothing_to_write_is_no_write(tmp_path: Path) -> None:
     state[0] = "x"
     await commit.commit()
     assert path.read_text() == "x" and commit.writes == 1
+
+
+async def test_a_caller_that_changes_the_state_again_at_once_joins_the_next_write(gated: GatedFile) -> None:
+    async def twice() -> None:
+        gated.state = 1
+        await gated.commit.commit()
+        gated.state = 3  # the next pod, right after the write of the last one
+        await gated.commit.commit()
+
+    first = asyncio.create_task(twice())
+    assert await gated.next_write_began() == "1"
+    gated.state = 2
+    second = asyncio.create_task(gated.commit.commit())  # asks while the write of "1" runs
+    await asyncio.sleep(0)  # a yield, not a wait: it has asked
+    gated.let_one_write_finish()
+    assert await gated.next_write_began() == "3"  # the change made on waking shares the next write
+    gated.let_one_write_finish()
+    await asyncio.gather(first, second)
+    assert gated.path.read_text() == "3"
+    assert gated.commit.writes == 2

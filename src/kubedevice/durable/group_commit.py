@@ -121,8 +121,7 @@ class GroupCommit:
                         waiter.set_result(None)
                 if waiters:
                     # The callers just woken run before the next write begins: one that changes the state
-                    # again at once (the next pod, say) shares that write instead of waiting for the one
-                    # after it.
+                    # again at once (the next pod, say) shares that write instead of paying the one after.
                     await asyncio.sleep(0)
         finally:
             self._task = None
