@@ -10,7 +10,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kubedevice.controlplane.claim_state import ClaimStateError, ClaimStateFile
+from kubedevice.controlplane.claim_store import ClaimStoreError, ClaimStoreFile
 from kubedevice.controlplane.slice_folder import SliceFolder
 from kubedevice.dra import DRACheckpointError, DRAManager, DynamicResource
 from kubedevice.manager import Pod
@@ -61,10 +61,10 @@ async def start_dra(
         fault = checkpoint_fault_from_env(os.environ, DRA_CHECKPOINT_FAULT_ENV)
     except ValueError as err:
         raise NodeStartError(str(err)) from None
-    state_file = ClaimStateFile(paths.root)
+    state_file = ClaimStoreFile(paths.root)
     try:
         state = await asyncio.to_thread(state_file.load)
-    except ClaimStateError as err:
+    except ClaimStoreError as err:
         raise NodeStartError(str(err)) from None
     flow = DRAFlow(
         state,

@@ -23,8 +23,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, S
 from typing import overload
 
 from kubedevice.checkpoint.dra_model import ClaimInfoState
-from kubedevice.controlplane.claim_saver import ClaimStateSaver
-from kubedevice.controlplane.claim_state import ClaimRecord, ClaimState, ClaimStateFile, reconcile_at_start
+from kubedevice.controlplane.claim_saver import ClaimStoreSaver
+from kubedevice.controlplane.claim_store import ClaimRecord, ClaimStore, ClaimStoreFile, reconcile_at_start
 from kubedevice.controlplane.claim_view import ClaimView
 from kubedevice.controlplane.extended import ExtendedRoutes, coexistence_warnings, route_extended_resources
 from kubedevice.controlplane.pod_step import DRAContext, dra_step, recorded_routes, restore_pod
@@ -103,8 +103,8 @@ class DRAFlow:
 
     def __init__(
         self,
-        state: ClaimState,
-        state_file: ClaimStateFile,
+        state: ClaimStore,
+        state_file: ClaimStoreFile,
         *,
         node_name: str,
         pools: Callable[[], Sequence[Pool]],
@@ -113,7 +113,7 @@ class DRAFlow:
         reconcile_period: float,
     ) -> None:
         self.state = state
-        self._saver = ClaimStateSaver(state, state_file)
+        self._saver = ClaimStoreSaver(state, state_file)
         self._node_name = node_name
         self._pools = pools
         self._known_pods = known_pods
@@ -130,9 +130,9 @@ class DRAFlow:
         self._registered = Signal()
         self._terminating: dict[str, asyncio.Task[None]] = {}
         #: Each pod's DRA view (its generated claims' names, its special claim) from its last step.
-        self._pods: dict[str, dra.Pod] = {}
+        self._pods: dict[str, dra.DRAPod] = {}
 
-    def dra_pod(self, record: PodRecord) -> dra.Pod:
+    def dra_pod(self, record: PodRecord) -> dra.DRAPod:
         """The pod as the DRA manager sees it."""
         return self._pods.get(record.uid) or record.manifest.dra_pod()
 

@@ -11,21 +11,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kubedevice.dra.types import ConsumerReference, DeviceRequestAllocationResult
-from kubedevice.manager.registration import is_extended_resource_name
 from kubedevice.resource.claim_spec import SpecReader
 from kubedevice.resource.fields import DocumentError, Fields
 from kubedevice.resource.identity import document_uid
 from kubedevice.resource.model import (
-    Allocation,
+    AllocationResult,
     ClaimDocument,
     ClaimTemplateDocument,
+    ConsumerReference,
     DeviceAllocationConfiguration,
     DeviceClassDocument,
+    DeviceRequestAllocationResult,
     NamespaceDocument,
     ObjectMeta,
     SelectorCompiler,
 )
+from kubedevice.resource.names import is_extended_resource_name
 
 __all__ = [
     "DRA_GROUP",
@@ -155,7 +156,7 @@ def _metadata(doc: Mapping[str, Any], kind: str, source: str) -> ObjectMeta:
     )
 
 
-def _allocation(f: Fields, reader: SpecReader, value: Any, path: str) -> Allocation | None:
+def _allocation(f: Fields, reader: SpecReader, value: Any, path: str) -> AllocationResult | None:
     """A user-written `status.allocation`: trusted as the kubelet trusts the API server, only its shape
     is checked (it may name devices no slice lists)."""
     if value is None:
@@ -196,7 +197,7 @@ def _allocation(f: Fields, reader: SpecReader, value: Any, path: str) -> Allocat
                 reader.opaque(c.get("opaque"), f"{at}.opaque"),
             )
         )
-    return Allocation(tuple(results), tuple(config), _node_name(allocation.get("nodeSelector")))
+    return AllocationResult(tuple(results), tuple(config), _node_name(allocation.get("nodeSelector")))
 
 
 def _node_name(selector: Any) -> str:
@@ -228,8 +229,9 @@ def _reserved_for(f: Fields, value: Any, path: str) -> tuple[ConsumerReference, 
     return tuple(out)
 
 
-def read_allocation(value: Any, where: str) -> Allocation | None:
-    """A v1 `status.allocation` JSON value (as `Allocation.to_json` writes it); errors start with `where`."""
+def read_allocation(value: Any, where: str) -> AllocationResult | None:
+    """A v1 `status.allocation` JSON value (as `AllocationResult.to_json` writes it); errors start with
+    `where`."""
     f = Fields(where)
     return _allocation(f, SpecReader(f, "v1", None), value, "allocation")
 

@@ -21,7 +21,7 @@ from urllib.parse import quote
 from kubedevice.plugin.dra.backend import slice_file
 from kubedevice.plugin.dra.backend.errors import DRABackendError
 from kubedevice.plugin.dra.backend.slices import PoolContent, pool_content, standalone_slices
-from kubedevice.plugin.dra.backend_api import ClaimFetchError, SliceDevice
+from kubedevice.plugin.dra.backend_api import ClaimFetchError, PublishedDevice
 from kubedevice.statusapi.http import StatusClientError, get, get_answer
 from kubedevice.tasks import cancel_and_wait
 from kubedevice.watch import DirectoryWatch
@@ -94,7 +94,7 @@ class StandaloneBackend:
             raise ClaimFetchError(f'resourceclaims.resource.k8s.io "{name}" not found')
         raise ClaimFetchError(f"the node daemon answered GET {path} with HTTP {status}: {error}")
 
-    async def publish(self, devices: Sequence[SliceDevice]) -> None:
+    async def publish(self, devices: Sequence[PublishedDevice]) -> None:
         """Write the slice file for these devices; the generation goes up when the content changes (and
         past the file's, which a restarted plugin or another instance may have written).
 
