@@ -9,7 +9,9 @@ from pathlib import Path
 
 from kubedevice.controlplane.claim_store import ClaimStoreFile, effective_claim
 from kubedevice.controlplane.extended import EXTENDED_CLAIM_ANNOTATION, ExtendedRoutes, coexistence_warnings
-from kubedevice.controlplane.pod_step import PREPARE_FAILED, UNSCHEDULABLE, recorded_routes, restore_pod
+from kubedevice.controlplane.pod_step import recorded_routes, restore_pod
+from kubedevice.dra.errors import PREPARE_FAILED
+from kubedevice.scheduler.request import UNSCHEDULABLE
 from kubedevice.controlplane.reservation import release_pod
 from kubedevice.controlplane.templates import NAME_ALPHABET, POD_CLAIM_NAME_ANNOTATION
 from kubedevice.dra.types import ConsumerReference, OwnerReference, RequestMapping

@@ -40,7 +40,7 @@ from kubedevice.controlplane.templates import (
 )
 from kubedevice.dra import types as dra
 from kubedevice.dra.claim_names import pod_claim_names
-from kubedevice.dra.errors import DRAError
+from kubedevice.dra.errors import PREPARE_FAILED, DRAError
 from kubedevice.dra.manager import operation_prefix
 from kubedevice.manager.types import Pod
 from kubedevice.resource.model import ClaimDocument, DRADocuments, Pool
@@ -53,10 +53,9 @@ from kubedevice.scheduler.allocator import (
     check_admin_access,
 )
 from kubedevice.scheduler.cel import CelSelectors
+from kubedevice.scheduler.request import UNSCHEDULABLE
 
 __all__ = [
-    "PREPARE_FAILED",
-    "UNSCHEDULABLE",
     "DRAContext",
     "StepResult",
     "Waiting",
@@ -64,11 +63,6 @@ __all__ = [
     "recorded_routes",
     "restore_pod",
 ]
-
-#: The kubelet's event reason for a prepare that cannot go on; the pod's status reason.
-PREPARE_FAILED = "FailedPrepareDynamicResources"
-#: The scheduler's reason when no allocation or reservation is possible.
-UNSCHEDULABLE = "Unschedulable"
 
 
 @dataclass(frozen=True, slots=True)

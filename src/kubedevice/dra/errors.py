@@ -3,6 +3,11 @@ the same as on a real node."""
 
 from __future__ import annotations
 
+#: The kubelet's event reasons when PrepareResources or UnprepareResources fails; the daemon shows them
+#: as the pod's status reason.
+PREPARE_FAILED = "FailedPrepareDynamicResources"
+UNPREPARE_FAILED = "FailedUnprepareDynamicResources"
+
 
 class DRAError(Exception):
     """Base of every error the DRA manager raises on purpose."""

@@ -13,16 +13,20 @@ from kubedevice.resource.model import (
     ResourceClaimSpec,
 )
 
-__all__ = ["ADMIN_ACCESS_LABEL", "AllocationRequest", "ClaimToAllocate", "Unschedulable"]
+__all__ = ["ADMIN_ACCESS_LABEL", "UNSCHEDULABLE", "AllocationRequest", "ClaimToAllocate", "Unschedulable"]
 
 #: The namespace label that allows `adminAccess` requests (the API server's check).
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 
 
+#: The scheduler's reason when no allocation or reservation is possible: the pod's status reason.
+UNSCHEDULABLE = "Unschedulable"
+
+
 class Unschedulable(Exception):
     """No allocation: the pod stays Pending with reason `Unschedulable` and this message."""
 
-    reason = "Unschedulable"
+    reason = UNSCHEDULABLE
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
