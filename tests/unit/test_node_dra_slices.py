@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 import yaml
 
-from kubedevice.controlplane.slice_pools import SliceReport, gather_slices, parse_slice_file, read_slices
+from kubedevice.controlplane.slice_pools import gather_slices, parse_slice_file, read_slices
 from kubedevice.resource.model import AttributeValue
+from kubedevice.scheduler.pools import SliceReport
 
 NODE = "node-1"
 

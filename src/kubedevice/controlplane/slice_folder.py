@@ -17,8 +17,9 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
-from kubedevice.controlplane.slice_pools import SliceReport, SliceScan, read_slices
+from kubedevice.controlplane.slice_pools import read_slices
 from kubedevice.resource.model import Pool, ResourceSliceDocument
+from kubedevice.scheduler.pools import SliceReport, SliceScan
 from kubedevice.tasks import cancel_and_wait
 from kubedevice.watch import DirectoryWatch, Mask
 

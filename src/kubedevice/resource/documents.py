@@ -1,4 +1,5 @@
-"""The manifest folder's DRA documents: Namespace, ResourceClaim, ResourceClaimTemplate and DeviceClass.
+"""The manifest folder's DRA documents: Namespace, ResourceClaim, ResourceClaimTemplate and DeviceClass;
+`read_document` reads those and a ResourceSlice alike (what a caller of the scheduler library holds).
 
 Every supported version (`resource.k8s.io/v1`, `v1beta2`, `v1beta1`) is read into the v1 shapes of
 `node.dra.model`. A document's default UID comes from the decoded document (node.identity), so a comment
@@ -24,9 +25,11 @@ from kubedevice.resource.model import (
     DeviceRequestAllocationResult,
     NamespaceDocument,
     ObjectMeta,
+    ResourceSliceDocument,
     SelectorCompiler,
 )
 from kubedevice.resource.names import is_extended_resource_name
+from kubedevice.resource.slice_document import parse_slice
 
 __all__ = [
     "DRA_GROUP",
@@ -36,6 +39,7 @@ __all__ = [
     "DocumentError",
     "check_kind",
     "parse_dra_document",
+    "read_document",
 ]
 
 DRA_GROUP = "resource.k8s.io"
@@ -45,6 +49,8 @@ DRA_KINDS = ("ResourceClaim", "ResourceClaimTemplate", "DeviceClass")
 CORE_KINDS = ("Pod", "Namespace")
 SUPPORTED_KINDS = (*CORE_KINDS, *DRA_KINDS)
 _CLUSTER_SCOPED = ("Namespace", "DeviceClass")
+#: What `read_document` reads: every kind the scheduler's inputs come in.
+_READABLE_KINDS = ("Namespace", *DRA_KINDS, "ResourceSlice")
 
 DRADocument = NamespaceDocument | ClaimDocument | ClaimTemplateDocument | DeviceClassDocument
 
@@ -121,6 +127,21 @@ def parse_dra_document(
         config=reader.configs(spec.get("config"), "spec.config", None),
         extended_resource_name=extended,
     )
+
+
+def read_document(
+    doc: Any, source: str = "", compiler: SelectorCompiler | None = None
+) -> DRADocument | ResourceSliceDocument:
+    """One decoded document (`document_file.load_documents` gives them) of kind Namespace, ResourceClaim,
+    ResourceClaimTemplate, DeviceClass or ResourceSlice, in any supported version, checked; DocumentError
+    with the user's text otherwise. `source` names where it was read (part of the default UID);
+    `compiler` checks CEL selectors (None: not checked)."""
+    if not isinstance(doc, Mapping):
+        raise DocumentError(f"not an object (a {type(doc).__name__}, not a mapping)", anonymous=True)
+    kind, version = check_kind(doc, _READABLE_KINDS)
+    if kind == "ResourceSlice":
+        return parse_slice(doc, version, source)
+    return parse_dra_document(doc, kind, version, source, compiler)
 
 
 def _metadata(doc: Mapping[str, Any], kind: str, source: str) -> ObjectMeta:
