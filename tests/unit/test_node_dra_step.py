@@ -10,11 +10,11 @@ from pathlib import Path
 from kubedevice.controlplane.claim_store import ClaimStoreFile, effective_claim
 from kubedevice.controlplane.extended import EXTENDED_CLAIM_ANNOTATION, ExtendedRoutes, coexistence_warnings
 from kubedevice.controlplane.pod_step import recorded_routes, restore_pod
-from kubedevice.dra.errors import PREPARE_FAILED
-from kubedevice.scheduler.request import UNSCHEDULABLE
 from kubedevice.controlplane.reservation import release_pod
 from kubedevice.controlplane.templates import NAME_ALPHABET, POD_CLAIM_NAME_ANNOTATION
+from kubedevice.dra.errors import PREPARE_FAILED
 from kubedevice.dra.types import ConsumerReference, OwnerReference, RequestMapping
+from kubedevice.scheduler.request import UNSCHEDULABLE
 from tests.dra_allocator_helpers import pool
 from tests.dra_life_helpers import CLASS_GPU, Node, devices, pod_yaml, read
 
