@@ -3,9 +3,16 @@ the same as on a real node."""
 
 from __future__ import annotations
 
+from kubedevice.pluginwatcher.handler import PluginHandlerError
+
 
 class DRAError(Exception):
     """Base of every error the DRA manager raises on purpose."""
+
+
+class DRARegistrationError(PluginHandlerError):
+    """A DRA plugin's registration was refused (by its checks or by the plugin store); str() is the text the
+    plugin is told."""
 
 
 class DriverLookupError(DRAError):
