@@ -14,6 +14,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from kubedevice.statusapi import contract
+
 
 def print_node(console: Console, data: dict[str, Any]) -> None:
     table = Table(title="Device-plugin resources")
@@ -160,7 +162,7 @@ def print_dra_drivers(console: Console, data: dict[str, Any]) -> None:
             ", ".join(_pools(devices)) or "-",
         )
     console.print(table)
-    node_name = data.get("nodeName")
+    node_name = contract.node_name_of(data)
     if node_name:
         console.print(f"DRA node name: {node_name}", highlight=False)
 
