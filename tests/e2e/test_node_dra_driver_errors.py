@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kubedevice.dra import ClaimRef
+from kubedevice.dra import DriverClaim
 from kubedevice.node.config import NodePaths
 from kubedevice.statusapi.client import StatusClient, StatusClientError
 from tests.dra_plugin import PREPARE, UNPREPARE, Device, DRATestPlugin
@@ -75,7 +75,7 @@ async def setup() -> AsyncIterator[tuple[Daemon, DRATestPlugin]]:
         daemon.log.close()
 
 
-def _gpu0(ref: ClaimRef) -> list[Device]:
+def _gpu0(ref: DriverClaim) -> list[Device]:
     return [Device(NODE, "gpu-0", ("gpu",), (f"{DRIVER}/gpu=gpu-0",))]
 
 

@@ -25,7 +25,7 @@ from lightkube.resources.resource_v1 import ResourceClaim
 
 from kubedevice.plugin.dra.backend import DRABackendError, make_backend
 from kubedevice.plugin.dra.backend.cluster import Backoff, ClusterBackend
-from kubedevice.plugin.dra.backend_api import ClaimFetchError, SliceDevice
+from kubedevice.plugin.dra.backend_api import ClaimFetchError, PublishedDevice
 from tests.dra_apiserver import ApiServer
 from tests.waiting import poll_async
 
@@ -62,9 +62,9 @@ async def backend(api: ApiServer, tmp_path: Path) -> AsyncIterator[ClusterBacken
     await b.stop()
 
 
-def gpus(count: int, **capacity: str) -> list[SliceDevice]:
+def gpus(count: int, **capacity: str) -> list[PublishedDevice]:
     return [
-        SliceDevice(id=f"gpu-{i}", attributes={"index": i}, capacity=capacity, numa_nodes=(i % 2,))
+        PublishedDevice(id=f"gpu-{i}", attributes={"index": i}, capacity=capacity, numa_nodes=(i % 2,))
         for i in range(count)
     ]
 

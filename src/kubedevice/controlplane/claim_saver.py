@@ -11,15 +11,15 @@ import asyncio
 import logging
 
 from kubedevice.checkpoint import CheckpointError
-from kubedevice.controlplane.claim_state import ClaimState, ClaimStateFile, Updates
+from kubedevice.controlplane.claim_store import ClaimStore, ClaimStoreFile, Updates
 
 log = logging.getLogger("kubedevice.node.daemon")
 
 
-class ClaimStateSaver:
+class ClaimStoreSaver:
     """Applies updates to `state` and writes it to `file` after each change."""
 
-    def __init__(self, state: ClaimState, file: ClaimStateFile) -> None:
+    def __init__(self, state: ClaimStore, file: ClaimStoreFile) -> None:
         self.state = state
         self._file = file
         self._lock = asyncio.Lock()

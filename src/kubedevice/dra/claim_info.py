@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from kubedevice.checkpoint.dra_codec import ClaimPiece, encode_claim_piece
 from kubedevice.checkpoint.dra_model import ClaimInfoState, DRACheckpointData, DRADevice
-from kubedevice.dra.types import ClaimRef, ResourceClaim
+from kubedevice.dra.types import DriverClaim, ResourceClaim
 
 
 def claim_key(namespace: str, name: str) -> str:
@@ -52,8 +52,8 @@ class ClaimInfo:
         return claim_key(self.namespace, self.claim_name)
 
     @property
-    def ref(self) -> ClaimRef:
-        return ClaimRef(self.namespace, self.claim_uid, self.claim_name)
+    def ref(self) -> DriverClaim:
+        return DriverClaim(self.namespace, self.claim_uid, self.claim_name)
 
     def add_pod(self, pod_uid: str) -> None:
         self.pod_uids.add(pod_uid)

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from kubedevice.pluginwatcher.handler import PluginHandlerError
 
+#: The kubelet's event reasons when PrepareResources or UnprepareResources fails; the daemon shows them
+#: as the pod's status reason.
+PREPARE_FAILED = "FailedPrepareDynamicResources"
+UNPREPARE_FAILED = "FailedUnprepareDynamicResources"
+
 
 class DRAError(Exception):
     """Base of every error the DRA manager raises on purpose."""

@@ -14,12 +14,12 @@ from kubedevice.dra.claim_info import ClaimInfo, claim_key
 from kubedevice.dra.claim_names import pod_claim_names
 from kubedevice.dra.errors import DRACallError, DRAError
 from kubedevice.dra.state import DRAState
-from kubedevice.dra.types import ClaimRef, Pod
+from kubedevice.dra.types import DRAPod, DriverClaim
 
 log = logging.getLogger(__name__)
 
 
-async def unprepare_resources(state: DRAState, pod: Pod) -> list[ClaimRef]:
+async def unprepare_resources(state: DRAState, pod: DRAPod) -> list[DriverClaim]:
     """Unprepare the pod's claims; returns the claims the drivers were asked to unprepare.
 
     The names come from the cache entries that list the pod, else from its spec. Idempotent.
@@ -32,12 +32,12 @@ async def unprepare_resources(state: DRAState, pod: Pod) -> list[ClaimRef]:
 
 async def unprepare_claims(
     state: DRAState, pod_uid: str, namespace: str, names: Iterable[str]
-) -> list[ClaimRef]:
+) -> list[DriverClaim]:
     names = list(dict.fromkeys(names))
     async with state.cache.locked(claim_key(namespace, name) for name in names):
         last_out: list[ClaimInfo] = []
         left = False
-        batches: dict[str, list[ClaimRef]] = {}
+        batches: dict[str, list[DriverClaim]] = {}
         for name in names:
             info = state.cache.get(namespace, name)
             if info is None or pod_uid not in info.pod_uids:
@@ -59,7 +59,7 @@ async def unprepare_claims(
     return [info.ref for info in last_out]
 
 
-async def _call(state: DRAState, driver: str, refs: list[ClaimRef]) -> None:
+async def _call(state: DRAState, driver: str, refs: list[DriverClaim]) -> None:
     plugin = state.plugins.get(driver)
     try:
         results = await plugin.node_unprepare_resources(refs)

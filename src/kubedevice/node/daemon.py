@@ -167,11 +167,7 @@ class NodeDaemon:
 
         try:
             self._dra = await start_dra(
-                self.config,
-                paths,
-                known_pods=self.pods.uids,
-                active_pods=self.pods.active_uids,
-                registry=self.registry,
+                self.config, paths, active_pods=self.pods.active_uids, registry=self.registry
             )
             self.dra = self._dra.manager
             self._start_plugin_watcher()
@@ -184,11 +180,18 @@ class NodeDaemon:
         topology.metrics.register(self.registry)
         manager.metrics.register(self.registry)
         self._state = PodStateFile(paths.state_file, current_boot_id(self.config.boot_id))
-        flow = self._require_dra().flow
+        dra = self._require_dra()
         self._sync = PodSync(
-            self.config, paths, manager, topology, self.pods, self._state, node_metrics, flow
+            self.config,
+            paths,
+            manager,
+            topology,
+            self.pods,
+            self._state,
+            node_metrics,
+            dra.control,
+            dra.dynamic,
         )
-        flow.on_gone = self._sync.terminated
         try:
             await self._sync.start()
             await self._serve(podresources_metrics)
@@ -211,10 +214,10 @@ class NodeDaemon:
         from kubedevice.pluginwatcher import WatcherOptions
         from kubedevice.pluginwatcher.watcher import PluginWatcher
 
-        manager, flow = self._require_manager(), self._require_dra().flow
+        manager, dra = self._require_manager(), self._require_dra()
         handlers = {
             constants.DEVICE_PLUGIN_TYPE: manager.plugin_handler,
-            constants.DRA_PLUGIN_TYPE: flow.plugin_handler(),
+            constants.DRA_PLUGIN_TYPE: dra.dynamic.plugin_handler(),
         }
         self._watcher = PluginWatcher(self.paths.plugins_registry, handlers, options=WatcherOptions())
         self._watcher.start()
@@ -246,8 +249,8 @@ class NodeDaemon:
             self._require_topology(),
             self.config.topology.scope,
             paths.checkpoint,
-            self._require_dra().flow,
-            self._require_dra().slices,
+            self._require_dra().control,
+            self._require_dra().manager,
             self.config.node_name,
             self.pods,
             lambda: self.bad_files,
@@ -270,7 +273,7 @@ class NodeDaemon:
         if self._sync is not None:
             await self._sync.stop()
         if self._dra is not None:
-            await self._dra.stop_flow()
+            await self._dra.stop_control()
         if self._status is not None:
             await self._status.stop()
         if self._grpc is not None:

@@ -18,9 +18,9 @@ from kubedevice.statusapi.http import Handler, PrefixHandler, Response
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from kubedevice.controlplane.slice_folder import SliceFolder
+    from kubedevice.controlplane.plane import ControlPlane
+    from kubedevice.dra import DRAManager
     from kubedevice.manager import DeviceManager
-    from kubedevice.node.dynamic_resources import DRAFlow
     from kubedevice.node.pods import PodTable
     from kubedevice.topology import TopologyManager
 
@@ -31,8 +31,8 @@ class StatusAPI:
     topology: TopologyManager
     scope: str
     checkpoint: Path
-    dra: DRAFlow
-    slices: SliceFolder
+    control: ControlPlane
+    dra: DRAManager
     node_name: str
     pods: PodTable
     bad_files: Callable[[], Mapping[str, str]]
@@ -56,15 +56,15 @@ class StatusAPI:
         from kubedevice.node.claim_views import node_dra_view
 
         view = views.node_view(self.manager, self.checkpoint, self.topology, self.scope)
-        warnings = self.dra.coexistence_warnings(view["resources"])
-        view.update(node_dra_view(self.node_name, self.dra.manager, self.slices, warnings))
+        warnings = self.control.coexistence_warnings(view["resources"])
+        view.update(node_dra_view(self.node_name, self.dra, self.control.slices, warnings))
         return Response.json(view)
 
     def _pods(self) -> Response:
         from kubedevice.node import views
         from kubedevice.node.claim_views import DRAPodView
 
-        claims = DRAPodView(self.dra)
+        claims = DRAPodView(self.control, self.dra)
         return Response.json(
             views.pods_view(self.manager, self.pods, self.bad_files(), self.topology, claims)
         )
@@ -72,17 +72,17 @@ class StatusAPI:
     def _claims(self) -> Response:
         from kubedevice.node.claim_views import claims_view
 
-        return Response.json(claims_view(self.dra, self.pods))
+        return Response.json(claims_view(self.control, self.dra, self.pods))
 
     def _claim(self, rest: str) -> Response:
         from kubedevice.node.claim_views import claim_answer
 
-        return Response.json(*contract.answer_claim(rest, partial(claim_answer, self.dra)))
+        return Response.json(*contract.answer_claim(rest, partial(claim_answer, self.control)))
 
     def _slices(self) -> Response:
         from kubedevice.node.claim_views import slices_view
 
-        return Response.json(slices_view(self.slices))
+        return Response.json(slices_view(self.control.slices))
 
     def _metrics(self) -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest

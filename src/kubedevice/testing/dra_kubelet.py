@@ -23,12 +23,12 @@ from kubedevice.dra import (
     AllocationResult,
     ClaimNotFoundError,
     ConsumerReference,
-    Container,
     ContainerClaim,
     DeviceRequestAllocationResult,
+    DRAContainer,
     DRAError,
     DRAManager,
-    Pod,
+    DRAPod,
     PodClaim,
     ResourceClaim,
 )
@@ -202,13 +202,13 @@ class StandInDRAKubelet:
             raise ClaimNotFoundError(namespace, name)
         return claim.resource_claim(self.node_name)
 
-    def _pod(self, names: Sequence[str], namespace: str) -> Pod:
-        pod = Pod(
+    def _pod(self, names: Sequence[str], namespace: str) -> DRAPod:
+        pod = DRAPod(
             f"pod-{namespace}-{'-'.join(names)}",
             namespace,
             f"pod-{'-'.join(names)}",
             resource_claims=tuple(PodClaim(n, resource_claim_name=n) for n in names),
-            containers=(Container("main", tuple(ContainerClaim(n) for n in names)),),
+            containers=(DRAContainer("main", tuple(ContainerClaim(n) for n in names)),),
         )
         for name in names:
             claim = self._claims.get((namespace, name))

@@ -18,7 +18,7 @@ from typing import Any
 from kubedevice.plugin.dra.backend import slice_file
 from kubedevice.plugin.dra.backend.errors import DRABackendError
 from kubedevice.plugin.dra.backend.slices import PoolContent, pool_content, standalone_slices
-from kubedevice.plugin.dra.backend_api import ClaimFetchError, SliceDevice
+from kubedevice.plugin.dra.backend_api import ClaimFetchError, PublishedDevice
 from kubedevice.statusapi.client import StatusClient, StatusClientError
 from kubedevice.statusapi.contract import claim_not_found_text
 from kubedevice.tasks import cancel_and_wait
@@ -76,7 +76,7 @@ class StandaloneBackend:
             raise ClaimFetchError(claim_not_found_text(name))
         return claim
 
-    async def publish(self, devices: Sequence[SliceDevice]) -> None:
+    async def publish(self, devices: Sequence[PublishedDevice]) -> None:
         """Write the slice file for these devices; the generation goes up when the content changes (and
         past the file's, which a restarted plugin or another instance may have written).
 
