@@ -38,6 +38,7 @@ from kubedevice.dra.errors import (
 from kubedevice.dra.health import DeviceHealthInfo
 from kubedevice.dra.metrics import DRAMetrics
 from kubedevice.dra.plugins import DRAPlugins, DriverStatus
+from kubedevice.dra.registration import DRARegistrationHandler
 from kubedevice.dra.state import DRAState
 from kubedevice.dra.types import ClaimSource, DRAContainer, DRAPod, DriverClaim
 from kubedevice.tasks import cancel_and_wait
@@ -89,6 +90,7 @@ class DRAManager:
             on_registered=self._driver_registered,
         )
         self._state = DRAState(cache, plugins, claims, StateWriter(self._store, cache.pieces))
+        self._plugin_handler = DRARegistrationHandler(plugins)
         self._reconcile_task: asyncio.Task[None] | None = None
         self._reconcile_now = asyncio.Event()
         self._sources_ready = False
@@ -101,7 +103,7 @@ class DRAManager:
     @property
     def plugin_handler(self) -> PluginHandler:
         """The handler of plugin type "DRAPlugin" for the plugins_registry watcher."""
-        return self._state.plugins.handler
+        return self._plugin_handler
 
     async def start(self) -> None:
         """Restore the cache from the checkpoint (every entry unprepared) and start the reconcile loop.

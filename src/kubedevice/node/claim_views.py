@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import unquote
 
 from kubedevice.checkpoint.dra_model import ClaimInfoState
 from kubedevice.controlplane.plane import ControlPlane
@@ -14,6 +13,7 @@ from kubedevice.dra import DRAError, DRAManager
 from kubedevice.dra.claim_names import resolve
 from kubedevice.node.pods import PodRecord
 from kubedevice.resource.claim_json import claim_json, consumer_json
+from kubedevice.statusapi.contract import node_answer
 
 #: namespace/name -> (the cache entry, prepared in this run)
 Infos = Mapping[str, tuple[ClaimInfoState, bool]]
@@ -103,27 +103,6 @@ def claim_answer(control: ControlPlane, namespace: str, name: str) -> dict[str, 
     return claim_json(claim) if claim is not None else None
 
 
-def claim_path(rest: str) -> tuple[str, str] | None:
-    """`<namespace>/<name>` (each URL-encoded) of `/claims/<namespace>/<name>`, or None."""
-    parts = rest.split("/")
-    if len(parts) != 2 or not all(parts):
-        return None
-    return unquote(parts[0]), unquote(parts[1])
-
-
-def not_found(name: str) -> dict[str, Any]:
-    """The API server's NotFound answer, its text as the kubelet passes it on."""
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "status": "Failure",
-        "reason": "NotFound",
-        "code": 404,
-        "error": f'resourceclaims.resource.k8s.io "{name}" not found',
-        "message": f'resourceclaims.resource.k8s.io "{name}" not found',
-    }
-
-
 def slices_view(folder: SliceFolder) -> dict[str, Any]:
     """`/resourceslices`: every slice read, with the error of each one ignored or reported."""
     return {"resourceSlices": folder.view(), "fileErrors": folder.file_errors()}
@@ -153,7 +132,7 @@ def node_dra_view(
     # Slices of drivers that are not registered stay usable by the allocator: shown too.
     unregistered = {d: {"devices": v} for d, v in sorted(devices.items()) if d not in drivers}
     return {
-        "nodeName": node_name,
+        **node_answer(node_name),
         "draDrivers": drivers,
         "unregisteredSliceDrivers": unregistered,
         "extendedResourceWarnings": list(warnings or ()),

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kubedevice.statusapi import contract
 from kubedevice.statusapi.http import Handler, PrefixHandler, Response
 
 if TYPE_CHECKING:
@@ -38,16 +40,16 @@ class StatusAPI:
 
     def routes(self) -> dict[str, Handler]:
         return {
-            "/healthz": lambda: Response.text("ok\n"),
-            "/metrics": self._metrics,
-            "/node": self._node,
-            "/pods": self._pods,
-            "/claims": self._claims,
-            "/resourceslices": self._slices,
+            contract.HEALTHZ: lambda: Response.text("ok\n"),
+            contract.METRICS: self._metrics,
+            contract.NODE: self._node,
+            contract.PODS: self._pods,
+            contract.CLAIMS: self._claims,
+            contract.RESOURCESLICES: self._slices,
         }
 
     def prefixes(self) -> dict[str, PrefixHandler]:
-        return {"/claims/": self._claim}
+        return {contract.CLAIM_PREFIX: self._claim}
 
     def _node(self) -> Response:
         from kubedevice.node import views
@@ -73,15 +75,9 @@ class StatusAPI:
         return Response.json(claims_view(self.control, self.dra, self.pods))
 
     def _claim(self, rest: str) -> Response:
-        from kubedevice.node.claim_views import claim_answer, claim_path, not_found
+        from kubedevice.node.claim_views import claim_answer
 
-        where = claim_path(rest)
-        if where is None:
-            return Response.json(
-                {"error": f"no such path /claims/{rest}; try /claims/<namespace>/<name>"}, 404
-            )
-        claim = claim_answer(self.control, *where)
-        return Response.json(claim) if claim is not None else Response.json(not_found(where[1]), 404)
+        return Response.json(*contract.answer_claim(rest, partial(claim_answer, self.control)))
 
     def _slices(self) -> Response:
         from kubedevice.node.claim_views import slices_view
