@@ -1,12 +1,11 @@
 """The node daemon: a device manager and a DRA manager fed with pods and claims from a manifest folder,
 plus PodResources and a status API.
 
-The daemon wires the parts and owns their lifecycle: the device manager, the DRA manager (its drivers
-register through the same plugins_registry watcher as device plugins; their ResourceSlices are read from
-`resourceslices/`), the pods of the manifest folder (:mod:`kubedevice.node.pod_sync`, with the DRA step of
-:mod:`kubedevice.node.dynamic_resources`), PodResources v1, the status API and the node status loop
-(which, like the kubelet's, calls GetCapacity every second and so ends the stop grace period of plugins
-that left).
+The daemon wires the parts and owns their lifecycle: the device manager, the control plane and the DRA
+manager (node.dra_startup; DRA drivers register through the same plugins_registry watcher as device
+plugins), the pods of the manifest folder (node.pod_sync, node.pod_workers), PodResources v1, the status
+API and the node status loop (which, like the kubelet's, calls GetCapacity every second and so ends the
+stop grace period of plugins that left).
 
 A restart is the kubelet restarting, and plugins wait for kubelet.sock: the daemon imports what only serves
 after it (pod sync and manifests, PodResources, the status API, prometheus_client) once it is served.
@@ -19,12 +18,11 @@ import contextlib
 import functools
 import logging
 import os
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import grpc.aio
 
-from kubedevice.manager import DeviceManager, Pod
+from kubedevice.manager import DeviceManager
 from kubedevice.node.boot import current_boot_id
 from kubedevice.node.checkpoint_guard import DRACheckpointRefused, check_dra_checkpoint
 from kubedevice.node.config import (
@@ -296,6 +294,3 @@ class NodeDaemon:
             await asyncio.sleep(self.config.status_interval)
             # GetCapacity is what drops resources past their stop grace period; it logs them itself.
             manager.get_capacity()
-
-    def active_pods(self) -> Sequence[Pod]:
-        return [r.pod for r in self.pods if r.active]
