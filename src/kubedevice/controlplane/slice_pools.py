@@ -46,8 +46,6 @@ def parse_slice_file(file: str, content: bytes) -> SliceFile:
     for index, doc in enumerate(docs):
         where = f"document {index + 1}: " if many else ""
         try:
-            if not isinstance(doc, Mapping):
-                raise DocumentError(f"not an object (a {type(doc).__name__}, not a mapping)", anonymous=True)
             _, version = check_kind(doc, ("ResourceSlice",))
             slices.append(parse_slice(doc, version, file))
         except DocumentError as err:

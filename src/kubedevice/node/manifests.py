@@ -98,8 +98,6 @@ def parse_file(
     for index, doc in enumerate(flat):
         where = f"document {index + 1}: " if many else ""
         try:
-            if not isinstance(doc, Mapping):
-                raise DocumentError(f"not an object (a {type(doc).__name__}, not a mapping)", anonymous=True)
             kind, version = check_kind(doc)
             if kind == "Pod":
                 pods.append(_parse_pod(doc, where, file_name, source))

@@ -55,11 +55,14 @@ _READABLE_KINDS = ("Namespace", *DRA_KINDS, "ResourceSlice")
 DRADocument = NamespaceDocument | ClaimDocument | ClaimTemplateDocument | DeviceClassDocument
 
 
-def check_kind(doc: Mapping[str, Any], kinds: tuple[str, ...] = SUPPORTED_KINDS) -> tuple[str, str]:
-    """(kind, version) of a document a manifest may hold; DocumentError with the user's text otherwise.
+def check_kind(doc: object, kinds: tuple[str, ...] = SUPPORTED_KINDS) -> tuple[str, str]:
+    """(kind, version) of a decoded document a manifest may hold; DocumentError with the user's text
+    otherwise (a document that is not an object, too).
 
     `version` is the part after the group for `resource.k8s.io` kinds and `v1` for Pod and Namespace.
     """
+    if not isinstance(doc, Mapping):
+        raise DocumentError(f"not an object (a {type(doc).__name__}, not a mapping)", anonymous=True)
     kind = doc.get("kind")
     if not isinstance(kind, str) or not kind:
         raise DocumentError("no kind", anonymous=True)
@@ -136,8 +139,6 @@ def read_document(
     ResourceClaimTemplate, DeviceClass or ResourceSlice, in any supported version, checked; DocumentError
     with the user's text otherwise. `source` names where it was read (part of the default UID);
     `compiler` checks CEL selectors (None: not checked)."""
-    if not isinstance(doc, Mapping):
-        raise DocumentError(f"not an object (a {type(doc).__name__}, not a mapping)", anonymous=True)
     kind, version = check_kind(doc, _READABLE_KINDS)
     if kind == "ResourceSlice":
         return parse_slice(doc, version, source)
