@@ -3,6 +3,7 @@
 A pod leaving a shared claim only leaves its entry; the pod that leaves it empty has the claim's drivers
 unprepare it, and the entry is deleted once every driver succeeded. An entry that does not list the pod
 is never touched (kubelet bug B5, fixed: the deleted pod may never have been recorded on it).
+Until a call's checkpoint write ends, its pod still counts as referenced (`ClaimInfoCache.leaving`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ async def unprepare_claims(
     state: DRAState, pod_uid: str, namespace: str, names: Iterable[str]
 ) -> list[DriverClaim]:
     names = list(dict.fromkeys(names))
-    async with state.cache.locked(claim_key(namespace, name) for name in names):
+    keys = [claim_key(namespace, name) for name in names]
+    async with state.cache.locked(keys), state.cache.leaving(pod_uid):
         last_out: list[ClaimInfo] = []
         left = False
         batches: dict[str, list[DriverClaim]] = {}
