@@ -226,7 +226,8 @@ class DRAManager:
         return container_claims.dynamic_resources(infos)
 
     def pod_might_need_to_unprepare_resources(self, pod_uid: str) -> bool:
-        """True while some claim entry lists the pod: the pod must not be forgotten yet."""
+        """True while some claim entry lists the pod, or an unprepare's write of its removal is under way:
+        the pod must not be forgotten yet."""
         return self._state.cache.has_pod_reference(pod_uid)
 
     def prepared_on_record(self, pod: DRAPod) -> bool:
