@@ -29,7 +29,7 @@ from asyncinotify import Inotify, Mask
 from bench import admission
 from bench.common import CLI, RESOURCE, Figures, Target, short_tempdir
 from kubedevice.node.config import NodePaths
-from kubedevice.statusapi.http import StatusClientError, get
+from kubedevice.statusapi.client import StatusClient, StatusClientError
 
 NAME = "daemon"
 POLL_S = 0.05
@@ -90,7 +90,7 @@ class Processes:
         )
 
     async def status(self, path: str) -> Any:
-        body = await get(self.paths.status_socket, path, wait=30.0)
+        body = await StatusClient(self.paths.status_socket, wait=30.0).get(path)
         return body.decode() if path == "/metrics" else json.loads(body)
 
     async def wait_status(self, path: str, ok: Any, what: str, within: float = 120.0) -> Any:

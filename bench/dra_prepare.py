@@ -24,10 +24,10 @@ from kubedevice.dra import DRAManager
 from kubedevice.dra.types import (
     AllocationResult,
     ConsumerReference,
-    Container,
     ContainerClaim,
     DeviceRequestAllocationResult,
-    Pod,
+    DRAContainer,
+    DRAPod,
     PodClaim,
     ResourceClaim,
 )
@@ -62,7 +62,7 @@ class _Plugin(dra_grpc.DRAPluginServicer):
 
 
 class _Claims:
-    def __init__(self, pods: Sequence[Pod]) -> None:
+    def __init__(self, pods: Sequence[DRAPod]) -> None:
         self._claims = {
             pod.resource_claims[0].resource_claim_name: ResourceClaim(
                 pod.namespace,
@@ -78,21 +78,21 @@ class _Claims:
         return self._claims[name]
 
 
-def claim_pods(count: int) -> list[Pod]:
+def claim_pods(count: int) -> list[DRAPod]:
     return [
-        Pod(
+        DRAPod(
             f"pod-{i:06d}",
             "default",
             f"bench-{i}",
             resource_claims=(PodClaim("gpu", resource_claim_name=f"claim-{i}"),),
-            containers=(Container("main", (ContainerClaim("gpu"),)),),
+            containers=(DRAContainer("main", (ContainerClaim("gpu"),)),),
         )
         for i in range(count)
     ]
 
 
 async def prepare_all(
-    root: Path, pods: Sequence[Pod], inflight: int
+    root: Path, pods: Sequence[DRAPod], inflight: int
 ) -> tuple[list[float], tuple[int, float]]:
     """Prepare every pod's claim; returns the completion times (s from start) and the checkpoint writes
     with the seconds they took."""

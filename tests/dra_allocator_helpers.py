@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubedevice.resource.model import (
-    Allocation,
+    AllocationResult,
     AttributeValue,
     DeviceClaimConfiguration,
     DeviceClassDocument,
@@ -148,6 +148,6 @@ def request(
     )
 
 
-def picked(allocations: list[Allocation]) -> list[list[tuple[str, str]]]:
+def picked(allocations: list[AllocationResult]) -> list[list[tuple[str, str]]]:
     """Per claim, (request, device) in the order taken."""
     return [[(r.request, r.device) for r in a.results] for a in allocations]

@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from kubedevice.dra import DRAManager, Pod
+from kubedevice.dra import DRAManager, DRAPod
 from tests.dra_manager_env import DictClaims, allocated, gpu, pod
 from tests.dra_plugin import DRATestPlugin
 
@@ -22,7 +22,7 @@ PODS = 4
 DRIVER = "gpu.example.com"
 
 
-def crash_pods() -> list[Pod]:
+def crash_pods() -> list[DRAPod]:
     return [pod(f"P{i}", f"c{i}") for i in range(PODS)]
 
 

@@ -21,7 +21,7 @@ from kubedevice.api.dra.v1beta1 import api_pb2 as v1beta1
 from kubedevice.api.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
 from kubedevice.api.pluginregistration.v1 import api_pb2 as reg
 from kubedevice.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from kubedevice.plugin.dra.backend_api import ClaimFetchError, SliceDevice
+from kubedevice.plugin.dra.backend_api import ClaimFetchError, PublishedDevice
 
 DRIVER = "gpu.example.com"
 
@@ -32,7 +32,7 @@ class MemoryBackend:
     def __init__(self, node_name: str = "node-1") -> None:
         self.node_name = node_name
         self.claims: dict[tuple[str, str], dict[str, Any]] = {}
-        self.published: list[list[SliceDevice]] = []
+        self.published: list[list[PublishedDevice]] = []
         self.started = False
         self.fetches = 0
 
@@ -49,7 +49,7 @@ class MemoryBackend:
         except KeyError:
             raise ClaimFetchError(f'resourceclaims.resource.k8s.io "{name}" not found') from None
 
-    async def publish(self, devices: Sequence[SliceDevice]) -> None:
+    async def publish(self, devices: Sequence[PublishedDevice]) -> None:
         self.published.append(list(devices))
 
     async def allocated_devices(self) -> set[str]:

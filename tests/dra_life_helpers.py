@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kubedevice.controlplane.claim_state import ClaimState, ClaimStateFile
+from kubedevice.controlplane.claim_store import ClaimStore, ClaimStoreFile
 from kubedevice.controlplane.extended import ExtendedRoutes, route_extended_resources
 from kubedevice.controlplane.pod_step import DRAContext, StepResult, dra_step
 from kubedevice.controlplane.reservation import pod_removed
@@ -71,10 +71,10 @@ class Node:
 
     documents: DRADocuments
     pools: Sequence[Pool]
-    state: ClaimState = field(default_factory=ClaimState)
+    state: ClaimStore = field(default_factory=ClaimStore)
     plugin_resources: frozenset[str] = frozenset()
     routes: dict[str, ExtendedRoutes] = field(default_factory=dict)
-    file: ClaimStateFile | None = None
+    file: ClaimStoreFile | None = None
 
     def step(self, manifest: PodManifest) -> StepResult:
         pod = manifest.pod

@@ -23,11 +23,11 @@ from kubedevice.dra import (
     AllocationResult,
     ClaimNotFoundError,
     ConsumerReference,
-    Container,
     ContainerClaim,
     DeviceRequestAllocationResult,
+    DRAContainer,
     DRAManager,
-    Pod,
+    DRAPod,
     PodClaim,
     ResourceClaim,
 )
@@ -56,21 +56,21 @@ class DictClaims:
             raise ClaimNotFoundError(namespace, name) from None
 
 
-def pod(uid: str, *claims: str, name: str | None = None, namespace: str = "default") -> Pod:
+def pod(uid: str, *claims: str, name: str | None = None, namespace: str = "default") -> DRAPod:
     """A pod whose container `main` uses each named claim through a pod claim of the same name."""
-    return Pod(
+    return DRAPod(
         uid,
         namespace,
         name or uid.lower(),
         resource_claims=tuple(PodClaim(c, resource_claim_name=c) for c in claims),
-        containers=(Container("main", tuple(ContainerClaim(c) for c in claims)),),
+        containers=(DRAContainer("main", tuple(ContainerClaim(c) for c in claims)),),
     )
 
 
 def allocated(
     name: str,
     uid: str,
-    pods: Iterable[Pod],
+    pods: Iterable[DRAPod],
     *results: tuple[str, str, str],
     namespace: str = "default",
 ) -> ResourceClaim:

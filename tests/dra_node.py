@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 from kubedevice.api.constants import DRA_PLUGIN_TYPE
 from kubedevice.dra.metrics import DRAMetrics
 from kubedevice.dra.plugins import DRAPlugins
+from kubedevice.dra.registration import DRARegistrationHandler
 from kubedevice.pluginwatcher.handler import PluginHandler, WatcherOptions
 from kubedevice.pluginwatcher.watcher import PluginWatcher
 from tests.waiting import short_tempdir
@@ -59,7 +60,9 @@ async def dra_node(
         **kwargs,
     )
     watcher = PluginWatcher(
-        registry, {DRA_PLUGIN_TYPE: node.plugins.handler, **(extra_handlers or {})}, options=OPTIONS
+        registry,
+        {DRA_PLUGIN_TYPE: DRARegistrationHandler(node.plugins), **(extra_handlers or {})},
+        options=OPTIONS,
     )
     watcher.start()
     try:

@@ -54,7 +54,7 @@ from kubedevice.api.drahealth.v1alpha1 import api_pb2 as health_v1alpha1
 from kubedevice.api.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
 from kubedevice.api.pluginregistration.v1 import api_pb2 as reg
 from kubedevice.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from kubedevice.dra.types import ClaimRef
+from kubedevice.dra.types import DriverClaim
 
 PREPARE = "NodePrepareResources"
 UNPREPARE = "NodeUnprepareResources"
@@ -79,7 +79,7 @@ class Call:
 
     method: str
     service: str
-    claims: tuple[ClaimRef, ...]
+    claims: tuple[DriverClaim, ...]
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class _Behaviour:
     failure: dict[str, tuple[grpc.StatusCode, str]] = field(default_factory=dict)
     #: method -> the UIDs whose calls hang (None: every call of the method).
     hung: dict[str, set[str] | None] = field(default_factory=dict)
-    default_devices: Callable[[ClaimRef], Sequence[Device]] | None = None
+    default_devices: Callable[[DriverClaim], Sequence[Device]] | None = None
 
 
 class _DRAService:
@@ -116,7 +116,7 @@ class _DRAService:
 
     async def _enter(self, method: str, request: Any, context: grpc.aio.ServicerContext) -> None:
         plugin = self._plugin
-        claims = tuple(ClaimRef(c.namespace, c.uid, c.name) for c in request.claims)
+        claims = tuple(DriverClaim(c.namespace, c.uid, c.name) for c in request.claims)
         plugin.calls.append(Call(method, self._service, claims))
         plugin._call_seen.set()
         b = plugin.behaviour
@@ -140,7 +140,7 @@ class _DRAService:
             claim = next((c for c in request.claims if c.uid == uid), None)
             devices = b.devices.get(uid)
             if devices is None and b.default_devices is not None and claim is not None:
-                devices = list(b.default_devices(ClaimRef(claim.namespace, claim.uid, claim.name)))
+                devices = list(b.default_devices(DriverClaim(claim.namespace, claim.uid, claim.name)))
             for d in devices or []:
                 device = entry.devices.add(
                     request_names=d.request_names,
@@ -262,7 +262,7 @@ class DRATestPlugin:
         """Fail every call of `method` as a whole with this status."""
         self.behaviour.failure[method] = (code, details)
 
-    def set_default_devices(self, devices_for: Callable[[ClaimRef], Sequence[Device]] | None) -> None:
+    def set_default_devices(self, devices_for: Callable[[DriverClaim], Sequence[Device]] | None) -> None:
         """The devices of a claim without `set_devices` (default: none)."""
         self.behaviour.default_devices = devices_for
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kubedevice.node.config import NodePaths
-from kubedevice.statusapi.http import StatusClientError, get
+from kubedevice.statusapi.client import StatusClient, StatusClientError
 from tests.waiting import poll, poll_async, short_tempdir
 
 CLI = (sys.executable, "-c", "from kubedevice.cli import run; run()")
@@ -103,7 +103,7 @@ class NodeProcesses:
 
     def try_status(self, path: str) -> Any:
         try:
-            body = asyncio.run(get(self.paths.status_socket, path, wait=2.0))
+            body = asyncio.run(StatusClient(self.paths.status_socket, wait=2.0).get(path))
         except StatusClientError:
             return None
         return body if path in ("/healthz", "/metrics") else json.loads(body)

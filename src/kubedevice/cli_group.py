@@ -1,7 +1,7 @@
 """The `kubedevice` command as a typer group whose sub-commands are imported only when they run.
 
-`kubedevice.cli` (the console script's entry point) answers `--version` and `--help` without it, and hands
-every other command line here.
+`kubedevice.cli` (the console script's entry point) answers `--version` without it and hands every other
+command line here; the tools are listed from their table (:mod:`kubedevice.tools`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typer._click.utils import make_default_short_help
 from typer.core import TyperGroup
 
 from kubedevice import __version__
-from kubedevice.cli import DESCRIPTION, SUBCOMMANDS
 from kubedevice.console import command_name, fail
+from kubedevice.tools import DESCRIPTION, SUBCOMMANDS
 
 
 def _commands_of(module_name: str, command: str) -> dict[str, Any]:

@@ -95,7 +95,7 @@ def test_status_and_pods_load_neither_grpc_nor_the_daemon_nor_tables_to_fail() -
     for command, module in (
         ("status", "kubedevice.client.cli"),
         ("pods", "kubedevice.client.cli"),
-        ("claims", "kubedevice.client.claims_cli"),
+        ("claims", "kubedevice.client.cli"),
     ):
         loaded = _loaded_by(command, "--root-dir", str(root))
         assert module in loaded
@@ -109,8 +109,8 @@ def test_the_command_list_says_what_each_tool_says_of_itself() -> None:
     """`kubedevice --help` lists each tool from a table, without importing it: the table must not drift."""
     import typer.main
 
-    from kubedevice.cli import SUBCOMMANDS
     from kubedevice.cli_group import app
+    from kubedevice.tools import SUBCOMMANDS
 
     group = typer.main.get_command(app)
     ctx = group.make_context("kubedevice", ["--help"], resilient_parsing=True)

@@ -5,7 +5,6 @@ new claim, refused to new pods until the old one is unprepared."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from kubedevice.dra import ClaimRef
+from kubedevice.dra import DriverClaim
 from kubedevice.node.config import NodePaths
-from kubedevice.statusapi.http import StatusClientError, get
+from kubedevice.statusapi.client import StatusClient, StatusClientError
 from tests.dra_plugin import PREPARE, UNPREPARE, Device, DRATestPlugin
 from tests.node_dra_helpers import DRIVER, NODE, claim_yaml, pod_yaml
 from tests.node_helpers import CLI
@@ -38,7 +37,7 @@ class Daemon:
 
     async def status(self, path: str) -> Any:
         try:
-            return json.loads(await get(self.paths.status_socket, path, wait=2.0))
+            return await StatusClient(self.paths.status_socket, wait=2.0).get_json(path)
         except StatusClientError:
             return None
 
@@ -76,7 +75,7 @@ async def setup() -> AsyncIterator[tuple[Daemon, DRATestPlugin]]:
         daemon.log.close()
 
 
-def _gpu0(ref: ClaimRef) -> list[Device]:
+def _gpu0(ref: DriverClaim) -> list[Device]:
     return [Device(NODE, "gpu-0", ("gpu",), (f"{DRIVER}/gpu=gpu-0",))]
 
 

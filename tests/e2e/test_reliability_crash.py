@@ -17,7 +17,6 @@ KUBEDEVICE_CRASH_SOAK=N multiplies the lifetimes (a soak).
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
 from collections.abc import Iterator
@@ -29,7 +28,7 @@ import pytest
 
 from kubedevice.checkpoint import WRITE_STAGES, CheckpointStore
 from kubedevice.node.config import NodePaths
-from kubedevice.statusapi.http import StatusClientError, get
+from kubedevice.statusapi.client import StatusClient, StatusClientError
 from tests.node_helpers import pod_manifest, short_tmpdir
 from tests.reliability_helpers import (
     WORKER_DEVICES,
@@ -201,7 +200,7 @@ def test_manager_survives_sigkill_anywhere(forks: ForkServer, seed: int) -> None
 
 def _status(paths: NodePaths, path: str) -> Any:
     try:
-        return json.loads(asyncio.run(get(paths.status_socket, path, wait=2.0)))
+        return asyncio.run(StatusClient(paths.status_socket, wait=2.0).get_json(path))
     except StatusClientError:
         return None
 
@@ -288,7 +287,7 @@ async def _record_running(paths: NodePaths, ledger: Ledger, seconds: float) -> s
     end = loop.time() + seconds
     while loop.time() < end:
         try:
-            pods = json.loads(await get(paths.status_socket, "/pods", wait=1.0))
+            pods = await StatusClient(paths.status_socket, wait=1.0).get_json("/pods")
         except StatusClientError:
             return "died"
         for name, devices in _running(pods).items():

@@ -17,7 +17,7 @@ import yaml
 
 from kubedevice.plugin.dra.backend import DRABackendError, SliceContentError, make_backend
 from kubedevice.plugin.dra.backend.standalone import StandaloneBackend
-from kubedevice.plugin.dra.backend_api import ClaimFetchError, SliceDevice
+from kubedevice.plugin.dra.backend_api import ClaimFetchError, PublishedDevice
 from kubedevice.statusapi.http import Response, StatusServer
 from tests.waiting import poll_async
 
@@ -59,9 +59,10 @@ async def daemon(root: Path) -> AsyncIterator[StatusServer]:
     await server.stop()
 
 
-def gpus(*ids: str, **attributes: str | int | bool) -> list[SliceDevice]:
+def gpus(*ids: str, **attributes: str | int | bool) -> list[PublishedDevice]:
     return [
-        SliceDevice(id=i, attributes=attributes, capacity={"memory": "16Gi"}, numa_nodes=(0,)) for i in ids
+        PublishedDevice(id=i, attributes=attributes, capacity={"memory": "16Gi"}, numa_nodes=(0,))
+        for i in ids
     ]
 
 
@@ -189,7 +190,7 @@ async def test_slice_file_content_generations_and_recreation(root: Path, daemon:
 
         # A bad device publishes nothing: the file keeps the last good content.
         with pytest.raises(SliceContentError, match="device gpu-9: capacity memory"):
-            await backend.publish([SliceDevice(id="gpu-9", attributes={}, capacity={"memory": "lots"})])
+            await backend.publish([PublishedDevice(id="gpu-9", attributes={}, capacity={"memory": "lots"})])
         assert path.read_text() == before
     finally:
         await backend.stop()

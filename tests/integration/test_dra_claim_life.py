@@ -9,7 +9,7 @@ import pytest
 from kubedevice.controlplane.claim_view import ClaimView
 from kubedevice.controlplane.reservation import pod_removed
 from kubedevice.dra import ClaimNotFoundError, PrepareError
-from kubedevice.dra.types import ClaimRef
+from kubedevice.dra.types import DriverClaim
 from kubedevice.resource.model import DRADocuments
 from tests.dra_allocator_helpers import pool
 from tests.dra_life_helpers import CLASS_GPU, Node, pod_yaml, read
@@ -50,7 +50,7 @@ async def test_template_and_extended_claims_are_prepared_and_freed() -> None:
         await env.restart_manager()
         plugin = await env.start_plugin()
 
-        def devices_for(ref: ClaimRef) -> list[Device]:
+        def devices_for(ref: DriverClaim) -> list[Device]:
             claim = view.claim(ref.namespace, ref.name)
             assert claim is not None and claim.allocation is not None
             return [gpu(r.device, request=r.request) for r in claim.allocation.results]

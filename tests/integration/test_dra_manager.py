@@ -10,17 +10,17 @@ import grpc
 import pytest
 
 from kubedevice.dra import (
-    Container,
     ContainerClaim,
     DRACheckpointError,
+    DRAContainer,
+    DRAPod,
     OwnerReference,
-    Pod,
     PodClaim,
     PrepareError,
     ResourceClaim,
     UnprepareError,
 )
-from kubedevice.dra.types import ClaimRef
+from kubedevice.dra.types import DriverClaim
 from tests.dra_manager_env import allocated, dra_manager_env, gpu, pod
 from tests.dra_plugin import PREPARE, UNPREPARE, Device
 from tests.waiting import poll_async
@@ -34,12 +34,12 @@ async def test_happy_path_scenario_5() -> None:
         p = pod("P", "c1", name="p")
         env.claims.put(allocated("c1", "u1", [p], ("gpu", DRIVER, "gpu-0")))
         plugin.set_devices("u1", gpu("gpu-0"))
-        assert await env.manager.prepare_resources(p) == [ClaimRef("default", "u1", "c1")]
+        assert await env.manager.prepare_resources(p) == [DriverClaim("default", "u1", "c1")]
         (call,) = plugin.calls
         assert (call.method, call.service, call.claims) == (
             PREPARE,
             "v1.DRAPlugin",
-            (ClaimRef("default", "u1", "c1"),),
+            (DriverClaim("default", "u1", "c1"),),
         )
         assert env.manager.get_resources(p, p.containers[0]) == ["gpu.example.com/gpu=gpu-0"]
         (entry,) = env.checkpoint().claims or ()
@@ -103,8 +103,8 @@ async def test_shared_claim_scenario_7_last_pod_out_unprepares() -> None:
         assert plugin.calls_of(UNPREPARE) == []
         assert env.checkpoint_claims()["default/c1"][0] == {"B"}
         assert not env.manager.pod_might_need_to_unprepare_resources("A")
-        assert await env.manager.unprepare_resources(b) == [ClaimRef("default", "u1", "c1")]
-        assert [c.claims for c in plugin.calls_of(UNPREPARE)] == [(ClaimRef("default", "u1", "c1"),)]
+        assert await env.manager.unprepare_resources(b) == [DriverClaim("default", "u1", "c1")]
+        assert [c.claims for c in plugin.calls_of(UNPREPARE)] == [(DriverClaim("default", "u1", "c1"),)]
         assert env.checkpoint().claims == ()
         assert await env.manager.unprepare_resources(b) == []  # idempotent
         assert len(plugin.calls_of(UNPREPARE)) == 1
@@ -204,14 +204,14 @@ async def test_claim_checks_scenarios_12_14_16_and_missing_claims() -> None:
         p = pod("P", "c1", name="p")
         q = pod("Q", name="q")
         env.claims.put(allocated("c1", "u1", [q], ("gpu", DRIVER, "gpu-0")))
-        cases: list[tuple[Pod, str]] = [
+        cases: list[tuple[DRAPod, str]] = [
             (p, "pod p (P) is not allowed to use ResourceClaim c1 (u1)"),
             (
                 pod("P", "gone", name="p"),
                 'fetch ResourceClaim gone: resourceclaims.resource.k8s.io "gone" not found',
             ),
         ]
-        templated = Pod(
+        templated = DRAPod(
             "P",
             "default",
             "p",
@@ -229,7 +229,7 @@ async def test_claim_checks_scenarios_12_14_16_and_missing_claims() -> None:
         cases.append(
             (templated, "ResourceClaim default/p-gpu-x was not created for pod default/p (pod is not owner)")
         )
-        not_created = Pod(
+        not_created = DRAPod(
             "P", "default", "p", resource_claims=(PodClaim("gpu", resource_claim_template_name="t"),)
         )
         cases.append((not_created, 'pod "default/p": ResourceClaim not created yet'))
@@ -297,7 +297,7 @@ async def test_reconcile_scenario_20_waits_for_sources_ready() -> None:
         await poll_async(
             lambda: not env.manager.pod_might_need_to_unprepare_resources("P"), "the reconcile pass"
         )
-        assert [c.claims for c in plugin.calls_of(UNPREPARE)] == [(ClaimRef("default", "u1", "c1"),)]
+        assert [c.claims for c in plugin.calls_of(UNPREPARE)] == [(DriverClaim("default", "u1", "c1"),)]
         assert env.checkpoint().claims == ()
 
 
@@ -324,7 +324,7 @@ async def test_hung_plugin_fails_only_its_pods_at_the_deadline() -> None:
         slow.hang(PREPARE)
         hung = asyncio.create_task(env.manager.prepare_resources(p))
         await slow.wait_for_calls(1)
-        assert await env.manager.prepare_resources(q) == [ClaimRef("default", "u2", "c2")]
+        assert await env.manager.prepare_resources(q) == [DriverClaim("default", "u2", "c2")]
         with pytest.raises(PrepareError) as failed:
             await hung
         assert str(failed.value) == (
@@ -351,7 +351,7 @@ async def test_prepare_of_a_shared_claim_waits_for_its_unprepare_b6() -> None:
         assert not joining.done()  # holds until the unprepare of c1 is over
         plugin.release()
         await leaving
-        assert await joining == [ClaimRef("default", "u1", "c1")]
+        assert await joining == [DriverClaim("default", "u1", "c1")]
         assert [c.method for c in plugin.calls] == [PREPARE, UNPREPARE, PREPARE]
         assert env.checkpoint_claims()["default/c1"] == ({"B"}, {DRIVER: ["gpu-0"]})
 
@@ -385,14 +385,14 @@ async def test_unprepare_waits_for_its_driver_scenario_43() -> None:
 async def test_request_filtering_and_wipe_after_the_last_plugin_leaves() -> None:
     async with dra_manager_env(wipe_delay=0.2) as env:
         plugin = await env.start_plugin()
-        p = Pod(
+        p = DRAPod(
             "P",
             "default",
             "p",
             resource_claims=(PodClaim("c", resource_claim_name="c1"),),
             containers=(
-                Container("gpu-only", (ContainerClaim("c", "gpu"),)),
-                Container("all", (ContainerClaim("c"),)),
+                DRAContainer("gpu-only", (ContainerClaim("c", "gpu"),)),
+                DRAContainer("all", (ContainerClaim("c"),)),
             ),
         )
         env.claims.put(allocated("c1", "u1", [p], ("gpu", DRIVER, "gpu-0"), ("nic", DRIVER, "eth0")))

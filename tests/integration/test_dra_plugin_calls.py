@@ -9,13 +9,13 @@ import pytest
 from kubedevice.checkpoint.dra_model import DRADevice
 from kubedevice.dra.client import PrepareResult
 from kubedevice.dra.errors import DRACallError, DriverLookupError
-from kubedevice.dra.types import ClaimRef
+from kubedevice.dra.types import DriverClaim
 from tests.dra_node import DRANode, dra_node
 from tests.dra_plugin import PREPARE, UNPREPARE, Call, Device, DRATestPlugin
 from tests.waiting import poll_async
 
 DRIVER = "gpu.example.com"
-C1, C2 = ClaimRef("default", "u1", "c1"), ClaimRef("default", "u2", "c2")
+C1, C2 = DriverClaim("default", "u1", "c1"), DriverClaim("default", "u2", "c2")
 GPU0 = Device("node-1", "gpu-0", ("gpu",), ("gpu.example.com/gpu=gpu-0",))
 V1_PREPARE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources"
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from kubedevice.dra import Pod, PrepareError, ResourceClaim
+from kubedevice.dra import DRAPod, PrepareError, ResourceClaim
 from kubedevice.plugin import Device
-from kubedevice.plugin.dra.backend_api import ClaimFetchError, SliceDevice
+from kubedevice.plugin.dra.backend_api import ClaimFetchError, PublishedDevice
 from kubedevice.plugin.dra.runner import FacesServer
 from tests.dra_kubelet import DRIVER
 from tests.dra_manager_env import DictClaims, DRAManagerEnv, allocated, dra_manager_env, pod
@@ -47,7 +47,7 @@ class SharedClaims:
     def __init__(self, claims: DictClaims) -> None:
         self.node_name = "node-1"
         self._claims = claims
-        self.published: list[list[SliceDevice]] = []
+        self.published: list[list[PublishedDevice]] = []
 
     async def start(self) -> None:
         pass
@@ -61,7 +61,7 @@ class SharedClaims:
             raise ClaimFetchError(f'resourceclaims.resource.k8s.io "{name}" not found')
         return claim_json(claim)
 
-    async def publish(self, devices: Sequence[SliceDevice]) -> None:
+    async def publish(self, devices: Sequence[PublishedDevice]) -> None:
         self.published.append(list(devices))
 
 
@@ -82,7 +82,7 @@ def connected(env: DRAManagerEnv, endpoint: str) -> bool:
     return any(e.endpoint == endpoint and e.connected for d in env.manager.drivers() for e in d.endpoints)
 
 
-def cdi_ids(env: DRAManagerEnv, p: Pod) -> list[str]:
+def cdi_ids(env: DRAManagerEnv, p: DRAPod) -> list[str]:
     container = p.containers[0]
     return env.manager.get_resources(p, container)
 

@@ -33,8 +33,9 @@ async def test_wiped_at_start_read_on_change_and_wiped_per_driver(tmp_path: Path
     folder.mkdir()
     write(folder, "left-over.yaml", slice_yaml("old", "gpu.example.com", "gpu-9"))
     changes: list[int] = []
-    slices = SliceFolder(folder, "node-1", use_inotify=use_inotify, poll_interval=0.05)
-    slices.on_change = lambda: changes.append(1)
+    slices = SliceFolder(
+        folder, "node-1", on_change=lambda: changes.append(1), use_inotify=use_inotify, poll_interval=0.05
+    )
     await slices.start()
     try:
         assert list(folder.iterdir()) == []

@@ -7,7 +7,8 @@ import asyncio
 import json
 import shutil
 
-from kubedevice.statusapi.http import Response, StatusServer, get
+from kubedevice.statusapi.client import StatusClient
+from kubedevice.statusapi.http import Response, StatusServer
 from tests.waiting import short_tempdir
 
 #: More connections than asyncio's default accept queue (100) holds, all opened before any is accepted.
@@ -19,10 +20,9 @@ async def test_a_burst_of_connections_is_answered_whole() -> None:
     socket = root / "kubedevice.sock"
     server = StatusServer({}, {"/claims/": lambda rest: Response.json({"name": rest})})
     await server.start(socket)
+    daemon = StatusClient(socket, wait=30.0)
     try:
-        answers = await asyncio.gather(
-            *(get(socket, f"/claims/default/c{i}", wait=30.0) for i in range(BURST))
-        )
+        answers = await asyncio.gather(*(daemon.get(f"/claims/default/c{i}") for i in range(BURST)))
     finally:
         await server.stop()
         shutil.rmtree(root, ignore_errors=True)

@@ -12,7 +12,7 @@ import pytest
 from kubedevice.conformance import Result
 from kubedevice.plugin import Device
 from kubedevice.plugin.dra.model import Claim, PreparedDevice
-from kubedevice.statusapi.http import get_answer
+from kubedevice.statusapi.client import StatusClient
 from kubedevice.testing import PluginCallFailed, StandInDRAKubelet, run_conformance
 from tests.dra_kubelet import DRIVER
 from tests.integration.dra_plugins import Gpus, HookedGpus
@@ -22,7 +22,7 @@ async def test_a_claim_is_served_as_the_node_daemon_serves_it(dra_kubelet: Stand
     await dra_kubelet.serve_plugin(Gpus())
     await dra_kubelet.wait_registered(DRIVER)
     uid = dra_kubelet.add_claim("c1", {"gpu": ["gpu-0", "gpu-1"]})
-    status, body = await get_answer(dra_kubelet.kubelet_dir / "kubedevice.sock", "/claims/default/c1")
+    status, body = await StatusClient.under(dra_kubelet.kubelet_dir).get_answer("/claims/default/c1")
     assert status == 200 and f'"uid": "{uid}"' in body.decode()
     assert await dra_kubelet.prepare("c1") == [
         "gpu.example.com/gpu=gpu-0",

@@ -21,13 +21,13 @@ from kubedevice.plugin.dra.backend.slices import (
     quantity_value,
     standalone_slices,
 )
-from kubedevice.plugin.dra.backend_api import SliceDevice
+from kubedevice.plugin.dra.backend_api import PublishedDevice
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
-def dev(device_id: str, **kw: object) -> SliceDevice:
-    return SliceDevice(
+def dev(device_id: str, **kw: object) -> PublishedDevice:
+    return PublishedDevice(
         id=device_id,
         attributes=kw.get("attributes", {}),  # type: ignore[arg-type]
         capacity=kw.get("capacity", {}),  # type: ignore[arg-type]
@@ -165,7 +165,7 @@ def test_numa_node_only_for_exactly_one_node(numa: tuple[int, ...]) -> None:
         ),
     ],
 )
-def test_bad_devices_are_refused_naming_the_device(device: SliceDevice, message: str) -> None:
+def test_bad_devices_are_refused_naming_the_device(device: PublishedDevice, message: str) -> None:
     with pytest.raises(SliceContentError, match=re.escape(message)):
         device_json(device)
 

@@ -21,20 +21,20 @@ from kubedevice.dra.errors import ContainerClaimsError, DRAError
 from kubedevice.dra.types import (
     AllocationResult,
     ConsumerReference,
-    Container,
     ContainerClaim,
     DeviceRequestAllocationResult,
+    DRAContainer,
+    DRAPod,
     ExtendedResourceClaimStatus,
     OwnerReference,
-    Pod,
     PodClaim,
     RequestMapping,
     ResourceClaim,
 )
 
 
-def _pod(*claims: PodClaim, statuses: dict[str, str | None] | None = None, **kw: object) -> Pod:
-    return Pod("P", "default", "p", resource_claims=claims, claim_statuses=statuses or {}, **kw)  # type: ignore[arg-type]
+def _pod(*claims: PodClaim, statuses: dict[str, str | None] | None = None, **kw: object) -> DRAPod:
+    return DRAPod("P", "default", "p", resource_claims=claims, claim_statuses=statuses or {}, **kw)  # type: ignore[arg-type]
 
 
 def test_claim_names_in_spec_order_then_the_extended_resource_claim() -> None:
@@ -111,8 +111,8 @@ def test_request_filtering_scenario_18() -> None:
     info.set_devices("nic.example.com", (_dev("eth0", "n/nic=eth0", requests=("nic",)),))
     cache = _cache_with(info)
     pod = _pod(PodClaim("c", resource_claim_name="c"))
-    only_gpu = Container("main", (ContainerClaim("c", "gpu"),))
-    everything = Container("side", (ContainerClaim("c"),))
+    only_gpu = DRAContainer("main", (ContainerClaim("c", "gpu"),))
+    everything = DRAContainer("side", (ContainerClaim("c"),))
     assert get_resources(cache, pod, only_gpu) == ["g/gpu=0", "g/gpu=common"]
     assert get_resources(cache, pod, everything) == ["g/gpu=0", "g/gpu=common", "n/nic=eth0"]
 
@@ -121,7 +121,9 @@ def test_subrequest_names_serve_their_request() -> None:
     info = ClaimInfo("u1", "c", "default", {"P"})
     info.set_devices("d", (_dev("gpu-0", "g/gpu=0", requests=("gpu/large",)),))
     pod = _pod(PodClaim("c", resource_claim_name="c"))
-    assert get_resources(_cache_with(info), pod, Container("m", (ContainerClaim("c", "gpu"),))) == ["g/gpu=0"]
+    assert get_resources(_cache_with(info), pod, DRAContainer("m", (ContainerClaim("c", "gpu"),))) == [
+        "g/gpu=0"
+    ]
 
 
 def test_get_resources_orders_by_pod_claims_drops_repeats_and_adds_the_special_claim() -> None:
@@ -139,7 +141,7 @@ def test_get_resources_orders_by_pod_claims_drops_repeats_and_adds_the_special_c
             (RequestMapping("main", "example.com/gpu", "container-0-request-0"),),
         ),
     )
-    container = Container("main", (ContainerClaim("first"), ContainerClaim("second")))
+    container = DRAContainer("main", (ContainerClaim("first"), ContainerClaim("second")))
     cache = _cache_with(c1, c2, special)
     assert get_resources(cache, pod, container) == ["x/a=2", "x/a=shared", "x/a=1", "x/a=3"]
     assert [i.claim_name for i in get_container_claim_infos(cache, pod, container)] == [
@@ -151,7 +153,7 @@ def test_get_resources_orders_by_pod_claims_drops_repeats_and_adds_the_special_c
 
 def test_missing_entries_fail_with_the_kubelets_texts() -> None:
     pod = _pod(PodClaim("a", resource_claim_name="c1"))
-    container = Container("main", (ContainerClaim("a"),))
+    container = DRAContainer("main", (ContainerClaim("a"),))
     with pytest.raises(
         ContainerClaimsError,
         match=r"^internal error: unable to get claim info for ResourceClaim c1 in namespace default$",

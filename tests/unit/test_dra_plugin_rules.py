@@ -8,9 +8,9 @@ import grpc
 import pytest
 
 from kubedevice.dra.client import go_code_name
+from kubedevice.dra.errors import DRARegistrationError
 from kubedevice.dra.metrics import DRA_BUCKETS, exponential_buckets_range
 from kubedevice.dra.registration import (
-    DRARegistrationError,
     check_driver_name,
     check_endpoint,
     choose_health_service,

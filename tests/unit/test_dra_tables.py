@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
-from kubedevice.statusapi.claim_tables import print_claims, print_dra_drivers
+from kubedevice.statusapi.tables import print_claims, print_dra_drivers
 
 P = "0b7e6a52-0000-4000-8000-00000000000p"
 

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from kubedevice.api.podresources.v1 import api_pb2 as pr
 from kubedevice.exporter.collector import SnapshotCollector
-from kubedevice.exporter.refresh import Snapshot
+from kubedevice.exporter.refresh import ScrapeSnapshot
 from kubedevice.inventory.model import view_of
 from kubedevice.top.frame import render
 from kubedevice.top.model import TopView, from_podresources, from_status
@@ -72,7 +72,7 @@ def test_each_device_and_cdi_id_once_per_claim_and_driver() -> None:
 def test_exporter_families_count_two_cdi_ids_not_three() -> None:
     view = view_of(_answer(), pr.AllocatableResourcesResponse())
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SnapshotCollector(lambda: Snapshot(view=view, up=True)))
+    registry.register(SnapshotCollector(lambda: ScrapeSnapshot(view=view, up=True)))
     samples = parse_samples(generate_latest(registry).decode())
     assert (
         sample_value(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kubedevice.controlplane.claim_state import ClaimRecord, ClaimState
+from kubedevice.controlplane.claim_store import ClaimRecord, ClaimStore
 from kubedevice.controlplane.claim_view import ClaimView
 from kubedevice.dra import ClaimNotFoundError
 from kubedevice.node.manifest_folder import ManifestFolder
@@ -46,7 +46,7 @@ status:
 async def test_the_claim_in_the_v1_shape_as_the_sdk_reads_it(tmp_path: Path) -> None:
     (tmp_path / "claims.yaml").write_text(CONFIGURED)
     documents = ManifestFolder(tmp_path).scan().dra
-    state = ClaimState(
+    state = ClaimStore(
         {"ml/cfg": ClaimRecord(uid="u-cfg", reserved_for=(ConsumerReference("pods", "p", "P"),))}
     )
     view = ClaimView(lambda: documents, state)

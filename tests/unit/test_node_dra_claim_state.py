@@ -10,18 +10,18 @@ import pytest
 
 from kubedevice.checkpoint.dra_model import ClaimInfoState, DRADevice
 from kubedevice.checkpoint.errors import CheckpointError
-from kubedevice.controlplane.claim_state import (
+from kubedevice.controlplane.claim_store import (
     CLAIM_STATE_NAME,
     ClaimRecord,
-    ClaimState,
-    ClaimStateError,
-    ClaimStateFile,
+    ClaimStore,
+    ClaimStoreError,
+    ClaimStoreFile,
     devices_in_use,
     reconcile_at_start,
 )
 from kubedevice.dra.types import DeviceRequestAllocationResult
 from kubedevice.resource.model import (
-    Allocation,
+    AllocationResult,
     ClaimDocument,
     ConsumerReference,
     DeviceAllocationConfiguration,
@@ -34,8 +34,8 @@ from kubedevice.resource.model import (
 GPU = "gpu.example.com"
 
 
-def alloc(*devices: str, admin: bool = False) -> Allocation:
-    return Allocation(
+def alloc(*devices: str, admin: bool = False) -> AllocationResult:
+    return AllocationResult(
         results=tuple(
             DeviceRequestAllocationResult("gpu", GPU, "node-1", d, admin_access=True if admin else None)
             for d in devices
@@ -44,7 +44,9 @@ def alloc(*devices: str, admin: bool = False) -> Allocation:
     )
 
 
-def doc(name: str, uid: str, allocation: Allocation | None = None, reserved: bool = False) -> ClaimDocument:
+def doc(
+    name: str, uid: str, allocation: AllocationResult | None = None, reserved: bool = False
+) -> ClaimDocument:
     return ClaimDocument(
         meta=ObjectMeta(name=name, namespace="default", uid=uid),
         spec=ResourceClaimSpec(),
@@ -66,12 +68,12 @@ def documents(*docs: ClaimDocument) -> DRADocuments:
     return DRADocuments(claims={d.meta.key: d for d in docs})
 
 
-def full_state() -> ClaimState:
-    return ClaimState(
+def full_state() -> ClaimStore:
+    return ClaimStore(
         {
             "default/c1": ClaimRecord(
                 uid="u1",
-                allocation=Allocation(
+                allocation=AllocationResult(
                     results=alloc("gpu-0").results,
                     config=(
                         DeviceAllocationConfiguration("FromClass", (), OpaqueConfig(GPU, {"a": [1, "x"]})),
@@ -90,7 +92,7 @@ def full_state() -> ClaimState:
 
 def test_the_file_round_trips_and_has_the_documented_shape(tmp_path: Path) -> None:
     state = full_state()
-    file = ClaimStateFile(tmp_path)
+    file = ClaimStoreFile(tmp_path)
     assert file.save(state)
     raw = json.loads((tmp_path / CLAIM_STATE_NAME).read_text())
     assert raw["version"] == 1
@@ -117,22 +119,22 @@ def test_the_file_round_trips_and_has_the_documented_shape(tmp_path: Path) -> No
     assert raw["claims"]["default/p-extended-resources-xyz2b"]["extendedResources"] == {
         "example.com/gpu": "gpu"
     }
-    loaded = ClaimStateFile(tmp_path).load()
+    loaded = ClaimStoreFile(tmp_path).load()
     assert loaded.records == state.records
 
 
 def test_a_missing_file_is_an_empty_state(tmp_path: Path) -> None:
-    assert ClaimStateFile(tmp_path).load().records == {}
+    assert ClaimStoreFile(tmp_path).load().records == {}
     assert not (tmp_path / CLAIM_STATE_NAME).exists()
 
 
 def test_written_only_when_changed_and_atomically(tmp_path: Path) -> None:
-    file = ClaimStateFile(tmp_path)
+    file = ClaimStoreFile(tmp_path)
     state = full_state()
     assert file.save(state)
     inode = os.stat(tmp_path / CLAIM_STATE_NAME).st_ino
     assert not file.save(state)  # same content: no write
-    reread = ClaimStateFile(tmp_path)
+    reread = ClaimStoreFile(tmp_path)
     same = reread.load()
     assert not reread.save(same)  # a file just read is not written back
     assert os.stat(tmp_path / CLAIM_STATE_NAME).st_ino == inode
@@ -141,7 +143,7 @@ def test_written_only_when_changed_and_atomically(tmp_path: Path) -> None:
     # Replaced by rename (a new inode), no temporary file left behind.
     assert os.stat(tmp_path / CLAIM_STATE_NAME).st_ino != inode
     assert sorted(p.name for p in tmp_path.iterdir()) == [CLAIM_STATE_NAME]
-    assert "default/c1" not in ClaimStateFile(tmp_path).load().records
+    assert "default/c1" not in ClaimStoreFile(tmp_path).load().records
 
 
 def test_apply_reports_changes_but_not_in_memory_documents() -> None:
@@ -187,8 +189,8 @@ BAD = [
 def test_a_bad_file_is_one_error_naming_the_file_and_the_fix(tmp_path: Path, blob: bytes, text: str) -> None:
     path = tmp_path / CLAIM_STATE_NAME
     path.write_bytes(blob)
-    with pytest.raises(ClaimStateError) as caught:
-        ClaimStateFile(tmp_path).load()
+    with pytest.raises(ClaimStoreError) as caught:
+        ClaimStoreFile(tmp_path).load()
     message = str(caught.value)
     assert message.startswith(str(path))
     assert text in message
@@ -199,15 +201,15 @@ def test_a_bad_file_is_one_error_naming_the_file_and_the_fix(tmp_path: Path, blo
 
 def test_a_directory_in_place_of_the_file(tmp_path: Path) -> None:
     (tmp_path / CLAIM_STATE_NAME).mkdir()
-    with pytest.raises(ClaimStateError, match=r"not a regular file \(a directory\) — move "):
-        ClaimStateFile(tmp_path).load()
+    with pytest.raises(ClaimStoreError, match=r"not a regular file \(a directory\) — move "):
+        ClaimStoreFile(tmp_path).load()
 
 
 # --- devices in use ---
 
 
 def test_devices_in_use() -> None:
-    state = ClaimState(
+    state = ClaimStore(
         {
             # The daemon's allocations hold their devices whether or not the document is there.
             "default/gone": ClaimRecord(uid="g", allocation=alloc("gpu-0"), reserved_for=(pod("A"),)),
@@ -233,7 +235,7 @@ def test_devices_in_use() -> None:
 
 
 def test_reconcile_drops_what_nothing_holds_and_keeps_the_rest() -> None:
-    state = ClaimState(
+    state = ClaimStore(
         {
             # document gone, no cache entry, its pod not listed: dropped (deallocated)
             "default/orphan": ClaimRecord(uid="o", allocation=alloc("gpu-0"), reserved_for=(pod("X"),)),
@@ -276,22 +278,22 @@ def test_reconcile_drops_what_nothing_holds_and_keeps_the_rest() -> None:
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(tmp_path: Path) -> None:
-    ClaimStateFile(tmp_path).save(full_state())
+    ClaimStoreFile(tmp_path).save(full_state())
     before = (tmp_path / CLAIM_STATE_NAME).read_bytes()
 
     def fail(stage: str) -> None:
         if stage == "after-fsync":
             raise OSError("disk gone")
 
-    file = ClaimStateFile(tmp_path, fault=fail)
+    file = ClaimStoreFile(tmp_path, fault=fail)
     with pytest.raises(CheckpointError, match="disk gone"):
-        file.save(ClaimState())
+        file.save(ClaimStore())
     assert (tmp_path / CLAIM_STATE_NAME).read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == [CLAIM_STATE_NAME]
-    assert ClaimStateFile(tmp_path).save(ClaimState())  # the next write goes through
+    assert ClaimStoreFile(tmp_path).save(ClaimStore())  # the next write goes through
 
 
 def test_a_root_directory_that_is_a_file_fails_the_write(tmp_path: Path) -> None:
     (tmp_path / "root").write_text("")
     with pytest.raises(CheckpointError, match=r'failed to write checkpoint file "dra_claims.json"'):
-        ClaimStateFile(tmp_path / "root").save(full_state())
+        ClaimStoreFile(tmp_path / "root").save(full_state())

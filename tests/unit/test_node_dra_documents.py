@@ -11,7 +11,7 @@ from kubedevice.node.manifests import parse_file
 from kubedevice.resource.document_file import ManifestError
 from kubedevice.resource.identity import canonical_json, document_uid
 from kubedevice.resource.model import (
-    Allocation,
+    AllocationResult,
     ClaimDocument,
     ClaimTemplateDocument,
     DeviceClaimConfiguration,
@@ -184,10 +184,10 @@ def test_a_user_written_allocation_reads_and_writes_back_as_v1() -> None:
     }
     text = V1_CLAIM.format(version="v1") + "status: " + json.dumps(status) + "\n"
     claim = _one(text)
-    assert isinstance(claim, ClaimDocument) and isinstance(claim.allocation, Allocation)
+    assert isinstance(claim, ClaimDocument) and isinstance(claim.allocation, AllocationResult)
     assert claim.allocation.node_name == "node-1"
     assert claim.allocation.to_json() == status["allocation"]
-    assert claim.allocation.to_dra().drivers == ["gpu.example.com"]
+    assert claim.allocation.drivers == ["gpu.example.com"]
     assert claim.allocation.device_ids() == (
         ("gpu.example.com", "node-1", "gpu-0"),
         ("gpu.example.com", "node-1", "gpu-1"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubedevice.controlplane.claim_state import ClaimRecord, ClaimState, devices_in_use
+from kubedevice.controlplane.claim_store import ClaimRecord, ClaimStore, devices_in_use
 from kubedevice.controlplane.reservation import (
     MAX_CONSUMERS,
     ReservationError,
@@ -14,10 +14,16 @@ from kubedevice.controlplane.reservation import (
     reserve,
 )
 from kubedevice.dra.types import DeviceRequestAllocationResult
-from kubedevice.resource.model import Allocation, ClaimDocument, ConsumerReference, DRADocuments, ObjectMeta
+from kubedevice.resource.model import (
+    AllocationResult,
+    ClaimDocument,
+    ConsumerReference,
+    DRADocuments,
+    ObjectMeta,
+)
 from kubedevice.resource.model import ResourceClaimSpec as Spec
 
-GPU0 = Allocation((DeviceRequestAllocationResult("gpu", "gpu.example.com", "node-1", "gpu-0"),))
+GPU0 = AllocationResult((DeviceRequestAllocationResult("gpu", "gpu.example.com", "node-1", "gpu-0"),))
 
 
 def doc(reserved: tuple[ConsumerReference, ...] | None = None, uid: str = "u1") -> ClaimDocument:
@@ -55,7 +61,7 @@ def test_at_most_256_consumers() -> None:
 
 
 def test_the_last_pod_out_deallocates_a_daemon_allocation() -> None:
-    state = ClaimState(
+    state = ClaimStore(
         {"default/c1": ClaimRecord(uid="u1", allocation=GPU0, reserved_for=(ref("A"), ref("B")))}
     )
     assert state.apply(release_pod(state, "A"))
@@ -66,7 +72,7 @@ def test_the_last_pod_out_deallocates_a_daemon_allocation() -> None:
 
 
 def test_a_removed_document_keeps_its_devices_until_deallocated() -> None:
-    state = ClaimState({"default/c1": ClaimRecord(uid="u1", allocation=GPU0, reserved_for=(ref("A"),))})
+    state = ClaimStore({"default/c1": ClaimRecord(uid="u1", allocation=GPU0, reserved_for=(ref("A"),))})
     no_documents = DRADocuments()
     assert devices_in_use(state, no_documents, []) == {("gpu.example.com", "node-1", "gpu-0")}
     state.apply(release_pod(state, "A"))
@@ -74,7 +80,7 @@ def test_a_removed_document_keeps_its_devices_until_deallocated() -> None:
 
 
 def test_a_generated_claim_stays_until_its_pod_is_removed() -> None:
-    state = ClaimState(
+    state = ClaimStore(
         {
             "default/p-gpu-bcdfg": ClaimRecord(
                 uid="g", generated_for="A", allocation=GPU0, reserved_for=(ref("A"),)

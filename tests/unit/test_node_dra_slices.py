@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 import yaml
 
-from kubedevice.controlplane.slice_pools import SliceReport, gather_slices, parse_slice_file, read_slices
+from kubedevice.controlplane.slice_pools import gather_slices, parse_slice_file, read_slices
 from kubedevice.resource.model import AttributeValue
+from kubedevice.scheduler.pools import SliceReport
 
 NODE = "node-1"
 
@@ -92,10 +93,10 @@ def test_every_version_reads_into_the_same_devices(tmp_path: Path) -> None:
 
 def test_the_sdks_published_file_reads_as_one_complete_pool(tmp_path: Path) -> None:
     from kubedevice.plugin.dra.backend import slice_file, slices
-    from kubedevice.plugin.dra.backend_api import SliceDevice
+    from kubedevice.plugin.dra.backend_api import PublishedDevice
 
     devices = [
-        SliceDevice(f"gpu-{i}", {"model": "x1", "fw": "version:1.2.3"}, {"memory": "16Gi"}, (0,))
+        PublishedDevice(f"gpu-{i}", {"model": "x1", "fw": "version:1.2.3"}, {"memory": "16Gi"}, (0,))
         for i in range(130)
     ]
     content = slices.pool_content(devices)

@@ -7,12 +7,14 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from kubedevice.controlplane.claim_state import ClaimStateFile, effective_claim
+from kubedevice.controlplane.claim_store import ClaimStoreFile, effective_claim
 from kubedevice.controlplane.extended import EXTENDED_CLAIM_ANNOTATION, ExtendedRoutes, coexistence_warnings
-from kubedevice.controlplane.pod_step import PREPARE_FAILED, UNSCHEDULABLE, recorded_routes, restore_pod
+from kubedevice.controlplane.pod_step import recorded_routes, restore_pod
 from kubedevice.controlplane.reservation import release_pod
 from kubedevice.controlplane.templates import NAME_ALPHABET, POD_CLAIM_NAME_ANNOTATION
+from kubedevice.dra.errors import PREPARE_FAILED
 from kubedevice.dra.types import ConsumerReference, OwnerReference, RequestMapping
+from kubedevice.scheduler.request import UNSCHEDULABLE
 from tests.dra_allocator_helpers import pool
 from tests.dra_life_helpers import CLASS_GPU, Node, devices, pod_yaml, read
 
@@ -76,7 +78,7 @@ def test_scenario_15_template_claim_generated_owned_and_stable_across_restarts(t
         docs(CLASS_GPU, TEMPLATE, pod_yaml("p", ("gpu", "resourceClaimTemplateName", "gpu-tmpl")))
     )
     [p] = pods
-    node = Node(documents, [pool("gpu-0", "gpu-1")], file=ClaimStateFile(tmp_path))
+    node = Node(documents, [pool("gpu-0", "gpu-1")], file=ClaimStoreFile(tmp_path))
     result = node.step(p)
     assert result.ready
     [name] = result.pod.claim_statuses.values()
@@ -96,7 +98,7 @@ def test_scenario_15_template_claim_generated_owned_and_stable_across_restarts(t
     assert claim.reserved_for == (ConsumerReference("pods", "p", p.uid),)
 
     # A restart: the state file is read back; the running pod gets the same name and claim, unchanged.
-    state = ClaimStateFile(tmp_path).load()
+    state = ClaimStoreFile(tmp_path).load()
     restored = restore_pod(p.pod, p.claims, state, documents)
     assert restored.pod.claim_statuses == {"gpu": name}
     assert not state.apply(restored.updates)  # documents rebuilt in memory; nothing to write
@@ -106,7 +108,7 @@ def test_scenario_15_template_claim_generated_owned_and_stable_across_restarts(t
     # The pod goes: its reservation, its allocation and the generated claim go with it.
     node.remove(p)
     assert node.state.records == {}
-    assert ClaimStateFile(tmp_path).load().records == {}
+    assert ClaimStoreFile(tmp_path).load().records == {}
 
 
 def test_scenario_15_missing_template_waits_with_the_kubelet_text_and_a_detail() -> None:
@@ -310,11 +312,11 @@ def test_scenario_25_after_a_restart_the_decision_and_the_special_claim_come_bac
     gpu_class = CLASS_GPU.replace("spec:\n", "spec:\n  extendedResourceName: example.com/gpu\n")
     pods, documents = read(docs(gpu_class, pod_yaml("p", limits="example.com/gpu: 1")))
     [p] = pods
-    node = Node(documents, [pool("gpu-0", "gpu-1")], file=ClaimStateFile(tmp_path))
+    node = Node(documents, [pool("gpu-0", "gpu-1")], file=ClaimStoreFile(tmp_path))
     before = node.step(p)
     assert before.ready
     # After the restart a device plugin for the name registers: the running pod's decision does not flip.
-    state = ClaimStateFile(tmp_path).load()
+    state = ClaimStoreFile(tmp_path).load()
     assert recorded_routes(state, p.pod) == ExtendedRoutes({"example.com/gpu": "gpu"})
     assert recorded_routes(state, dataclasses.replace(p.pod, uid="other")) is None
     restored = restore_pod(p.pod, p.claims, state, documents)
@@ -331,10 +333,10 @@ def test_a_generated_claim_outlives_its_template_after_a_restart(tmp_path: Path)
         docs(CLASS_GPU, TEMPLATE, pod_yaml("p", ("gpu", "resourceClaimTemplateName", "gpu-tmpl")))
     )
     [p] = pods
-    node = Node(documents, [pool("gpu-0")], file=ClaimStateFile(tmp_path))
+    node = Node(documents, [pool("gpu-0")], file=ClaimStoreFile(tmp_path))
     name = node.step(p).pod.claim_statuses["gpu"]
     _, without_template = read(CLASS_GPU)
-    state = ClaimStateFile(tmp_path).load()
+    state = ClaimStoreFile(tmp_path).load()
     restored = restore_pod(p.pod, p.claims, state, without_template)
     assert restored.pod.claim_statuses == {"gpu": name}
     state.apply(restored.updates)

@@ -224,15 +224,15 @@ def test_pods_read_their_claims_and_convert_for_the_dra_manager() -> None:
     [m] = parse_file("p.yaml", POD.encode()).pods
     status = dra.ExtendedResourceClaimStatus("p-extended-resources-abcde")
     pod = m.dra_pod({"shared": "c1", "own": "p-own-xyz12"}, status)
-    assert pod == dra.Pod(
+    assert pod == dra.DRAPod(
         uid="u1",
         namespace="default",
         name="p",
         resource_claims=(dra.PodClaim("shared", "c1"), dra.PodClaim("own", None, "gpu-tmpl")),
         containers=(
-            dra.Container("init", (dra.ContainerClaim("shared"),)),
-            dra.Container("main", (dra.ContainerClaim("shared", "gpu"), dra.ContainerClaim("own"))),
-            dra.Container("plain", ()),
+            dra.DRAContainer("init", (dra.ContainerClaim("shared"),)),
+            dra.DRAContainer("main", (dra.ContainerClaim("shared", "gpu"), dra.ContainerClaim("own"))),
+            dra.DRAContainer("plain", ()),
         ),
         claim_statuses={"shared": "c1", "own": "p-own-xyz12"},
         extended_resource_claim=status,

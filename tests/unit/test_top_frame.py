@@ -6,7 +6,7 @@ from rich.console import Console
 
 from kubedevice.inventory import HeldDevice, PodResourcesView
 from kubedevice.top.frame import render
-from kubedevice.top.model import DeviceCell, HeldBy, ResourceDevices, TopView, from_podresources, from_status
+from kubedevice.top.model import DeviceCell, HeldBy, ResourceRow, TopView, from_podresources, from_status
 
 GPU = "example.com/gpu"
 
@@ -27,7 +27,7 @@ def _view(count: int, holders: int, numa_nodes: int) -> TopView:
         cells.append(DeviceCell(f"gpu-{i}", (i % numa_nodes,), healthy, (pod,) if pod else ()))
         if pod:
             held.append(HeldBy(pod, "main", GPU, (f"gpu-{i}",)))
-    return TopView("test node", (ResourceDevices(GPU, tuple(cells)),), tuple(held), health_known=True)
+    return TopView("test node", (ResourceRow(GPU, tuple(cells)),), tuple(held), health_known=True)
 
 
 def test_sixteen_devices_held_by_sixteen_pods_fit_80_columns_one_row_per_numa_node() -> None:

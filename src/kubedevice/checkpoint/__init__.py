@@ -7,7 +7,8 @@ format, verified or not), :mod:`.store` (durable atomic write, safe read, quaran
 :mod:`.writer` (incremental encoding and group commit for the device manager), :mod:`.cli` (the
 ``kubedevice checkpoint`` command). The DRA file: :mod:`.dra_model` (the claims), :mod:`.dra_codec` (the
 JSON with its CRC-32) over :mod:`.dra_reader` (Go's reading rules), :mod:`.dra_store` (on disk),
-:mod:`.dra_cli` (its inspection). The managers import this package; nothing here knows a manager.
+:mod:`.dra_view` (what ``checkpoint inspect`` and ``verify`` show of it). The managers import this
+package; nothing here knows a manager.
 """
 
 from kubedevice.checkpoint.decode import collector_paused, decode, decode_unverified

@@ -1,7 +1,7 @@
 """`kubedevice checkpoint`: look into a checkpoint file, ours or a real kubelet's.
 
 Either kind, recognised by its content: the device manager's `kubelet_internal_checkpoint` (here) or the DRA
-manager's `dra_manager_state` (:mod:`.dra_cli`, a file whose ``Data`` is a string).
+manager's `dra_manager_state` (:mod:`.dra_view`, a file whose ``Data`` is a string).
 
 Exit codes: 0 the file is good; 1 the file is not a valid checkpoint (bad JSON, wrong types, checksum
 mismatch); 2 the file cannot be read at all (missing, no permission, a directory). Errors are one line on
@@ -30,7 +30,7 @@ from kubedevice.checkpoint import (
     UnverifiedCheckpoint,
     decode,
     decode_unverified,
-    dra_cli,
+    dra_view,
     is_dra_checkpoint,
     read_file,
 )
@@ -215,7 +215,7 @@ def inspect(
     checksum does not hold."""
     raw = _read(path)
     if is_dra_checkpoint(raw):
-        dra_cli.inspect(path, raw, as_json, _fail, EXIT_INVALID)
+        dra_view.inspect(path, raw, as_json, _fail, EXIT_INVALID)
         return
     try:
         found = decode_unverified(raw)
@@ -234,7 +234,7 @@ def verify(path: Path = typer.Argument(..., help="The checkpoint file.", show_de
     """Check a checkpoint's checksum: exit 0 if it holds, 1 if the file is bad, 2 if it cannot be read."""
     raw = _read(path)
     if is_dra_checkpoint(raw):
-        dra_cli.verify(path, raw, _fail, EXIT_INVALID)
+        dra_view.verify(path, raw, _fail, EXIT_INVALID)
         return
     try:
         decoded = decode(raw)

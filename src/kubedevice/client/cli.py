@@ -1,4 +1,4 @@
-"""The node daemon's status API clients: `kubedevice status` and `kubedevice pods`.
+"""The node daemon's status API clients: `kubedevice status`, `kubedevice pods` and `kubedevice claims`.
 
 Kept apart from the daemon's own command so that asking a running daemon loads no device manager, and the
 daemon loads no tables; and apart from `podresources` so that asking it loads no gRPC. rich is imported
@@ -16,7 +16,8 @@ import typer
 
 from kubedevice.console import make_console
 from kubedevice.options import ROOT_HELP, fail, root_option
-from kubedevice.statusapi.http import StatusClientError, get
+from kubedevice.statusapi import contract
+from kubedevice.statusapi.client import StatusClient, StatusClientError
 from kubedevice.statusapi.paths import NodePaths
 
 
@@ -25,12 +26,11 @@ def _node_paths(root_dir: str | None) -> NodePaths:
 
 
 def _status_get(root_dir: str | None, path: str) -> Any:
-    paths = _node_paths(root_dir)
+    daemon = StatusClient(_node_paths(root_dir).status_socket)
     try:
-        body = asyncio.run(get(paths.status_socket, path))
+        return asyncio.run(daemon.get_json(path))
     except StatusClientError as err:
         fail(str(err))
-    return json.loads(body)
 
 
 def _wait_allocatable(root_dir: str | None, resources: list[str], timeout: float) -> Any:
@@ -41,10 +41,11 @@ def _wait_allocatable(root_dir: str | None, resources: list[str], timeout: float
     kubelet, so scripts wait here before they write pods.
     """
     paths = _node_paths(root_dir)
+    daemon = StatusClient(paths.status_socket)
     deadline = time.monotonic() + timeout
     while True:
         try:
-            data = json.loads(asyncio.run(get(paths.status_socket, "/node")))
+            data = asyncio.run(daemon.get_node())
         except StatusClientError as err:
             problem = f"{err} after {timeout:g} s — start the daemon, then its plugins"
         else:
@@ -72,7 +73,9 @@ def status(
     timeout: float = typer.Option(30.0, "--timeout", min=0, help="Seconds --wait-for waits at most."),
 ) -> None:
     """The node's device-plugin resources and DRA drivers: capacity, allocatable, devices, endpoints."""
-    data = _wait_allocatable(root_dir, wait_for, timeout) if wait_for else _status_get(root_dir, "/node")
+    data = (
+        _wait_allocatable(root_dir, wait_for, timeout) if wait_for else _status_get(root_dir, contract.NODE)
+    )
     if as_json:
         typer.echo(json.dumps(data, indent=1))
     else:
@@ -86,7 +89,7 @@ def pods(
     as_json: bool = typer.Option(False, "--json", help="Print the daemon's JSON answer."),
 ) -> None:
     """The node's pods: phase, devices and run options per container, and manifests that could not be read."""
-    data = _status_get(root_dir, "/pods")
+    data = _status_get(root_dir, contract.PODS)
     if as_json:
         typer.echo(json.dumps(data, indent=1))
     else:
@@ -95,7 +98,22 @@ def pods(
         print_pods(make_console(), data)
 
 
+def claims(
+    root_dir: str | None = typer.Option(None, "--root-dir", help=ROOT_HELP, metavar="PATH"),
+    as_json: bool = typer.Option(False, "--json", help="Print the daemon's JSON answer (/claims)."),
+) -> None:
+    """The node's ResourceClaims: allocation, reservation, prepared or not, CDI devices, pods."""
+    data = _status_get(root_dir, contract.CLAIMS)
+    if as_json:
+        typer.echo(json.dumps(data, indent=1))
+    else:
+        from kubedevice.statusapi.tables import print_claims
+
+        print_claims(make_console(), data)
+
+
 def register(app: typer.Typer) -> None:
-    """Add `status` and `pods` to the `kubedevice` command."""
+    """Add `status`, `pods` and `claims` to the `kubedevice` command."""
     app.command("status")(status)
     app.command("pods")(pods)
+    app.command("claims")(claims)

@@ -25,7 +25,7 @@ from kubedevice.conformance.report import CheckResult, Findings
 from kubedevice.conformance.validation import short_list
 from kubedevice.dra.client import DRAPluginClient, PrepareResult
 from kubedevice.dra.errors import DRACallError
-from kubedevice.dra.types import ClaimRef
+from kubedevice.dra.types import DriverClaim
 from kubedevice.plugin.cdi import scan_spec_dirs
 from kubedevice.plugin.dra.backend.slice_file import slice_file
 from kubedevice.wording import counted
@@ -196,12 +196,14 @@ def health_disagreement(published: Sequence[str], health: Mapping[str, str]) -> 
     return ""
 
 
-def claim_ref(claim: Mapping[str, Any]) -> ClaimRef:
+def claim_ref(claim: Mapping[str, Any]) -> DriverClaim:
     meta = claim["metadata"]
-    return ClaimRef(meta["namespace"], meta["uid"], meta["name"])
+    return DriverClaim(meta["namespace"], meta["uid"], meta["name"])
 
 
-async def call_prepare(client: DRAPluginClient, refs: Sequence[ClaimRef]) -> dict[str, PrepareResult] | str:
+async def call_prepare(
+    client: DRAPluginClient, refs: Sequence[DriverClaim]
+) -> dict[str, PrepareResult] | str:
     """The answer, or the whole call's error text."""
     try:
         return await client.node_prepare_resources(refs)
@@ -210,7 +212,7 @@ async def call_prepare(client: DRAPluginClient, refs: Sequence[ClaimRef]) -> dic
 
 
 def answer_problems(
-    answer: Mapping[str, PrepareResult], ref: ClaimRef, pool: str, devices: Sequence[str]
+    answer: Mapping[str, PrepareResult], ref: DriverClaim, pool: str, devices: Sequence[str]
 ) -> list[str]:
     """Why one claim's entry is not a good answer for a claim allocated `devices` of `pool`."""
     result = answer.get(ref.uid)

@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from prometheus_client import CollectorRegistry
 
@@ -27,14 +26,13 @@ from kubedevice.dra.client import DRAPluginClient
 from kubedevice.dra.health import DeviceHealthInfo
 from kubedevice.dra.metrics import DRAMetrics
 from kubedevice.dra.plugins import DRAPlugins
+from kubedevice.dra.registration import DRARegistrationHandler
 from kubedevice.pluginwatcher.handler import PluginHandler, PluginHandlerError, WatcherOptions
 from kubedevice.pluginwatcher.watcher import PluginWatcher
-from kubedevice.statusapi.http import Response, StatusServer
+from kubedevice.statusapi.stand_in import StandInStatusAPI
 
 #: The node name the stand-in daemon reports; a standalone driver names its pool after it.
 NODE_NAME = "kubedevice-conformance"
-#: The node daemon's status socket in the kubelet folder.
-DAEMON_SOCKET = "kubedevice.sock"
 #: Plugin types a DRA driver might send by mistake; anything else is refused by the watcher itself.
 _OTHER_TYPES = (DEVICE_PLUGIN_TYPE, "CSIPlugin")
 
@@ -102,8 +100,6 @@ class DRAKubelet:
     def __init__(self, kubelet_dir: Path, timeout_s: float, *, watch_interval: float = 0.05) -> None:
         self.kubelet_dir = kubelet_dir
         self.registry_dir = kubelet_dir / "plugins_registry"
-        self.daemon_socket = kubelet_dir / DAEMON_SOCKET
-        self.node_name = NODE_NAME
         self._timeout_s = timeout_s
         self._options = WatcherOptions(
             dial=timeout_s, get_info=timeout_s, notify=timeout_s, interval=watch_interval
@@ -111,14 +107,16 @@ class DRAKubelet:
         self._registrations: asyncio.Queue[DRARegistration] = asyncio.Queue()
         self._plugins: DRAPlugins | None = None
         self._watcher: PluginWatcher | None = None
-        self._routes: dict[str, Callable[[], Response]] = {
-            "/node": lambda: Response.json({"nodeName": self.node_name}),
-        }
-        self._status = StatusServer(self._routes)
+        self._status = StandInStatusAPI(kubelet_dir, NODE_NAME)
+
+    @property
+    def node_name(self) -> str:
+        """The node name `/node` reports; a standalone driver names its pool after it."""
+        return self._status.node_name
 
     async def start(self) -> None:
         await asyncio.to_thread(self.registry_dir.mkdir, mode=0o750, parents=True, exist_ok=True)
-        await self._status.start(self.daemon_socket)
+        await self._status.start()
         # A long wipe delay: nothing here wipes slices, and health comes back quickly after a reconnect.
         self._plugins = DRAPlugins(
             metrics=DRAMetrics(CollectorRegistry()),
@@ -127,7 +125,9 @@ class DRAKubelet:
             health_retry=0.2,
         )
         handlers: dict[str, PluginHandler] = {
-            DRA_PLUGIN_TYPE: _Recorder(DRA_PLUGIN_TYPE, self._plugins.handler, self._registrations.put_nowait)
+            DRA_PLUGIN_TYPE: _Recorder(
+                DRA_PLUGIN_TYPE, DRARegistrationHandler(self._plugins), self._registrations.put_nowait
+            )
         }
         for other in _OTHER_TYPES:
             handlers[other] = _Recorder(other, None, self._registrations.put_nowait)
@@ -166,8 +166,7 @@ class DRAKubelet:
     def put_claim(self, claim: dict[str, Any]) -> None:
         """Serve `claim` (resource.k8s.io/v1 JSON) at GET /claims/<namespace>/<name>."""
         meta = claim["metadata"]
-        path = f"/claims/{quote(meta['namespace'], safe='')}/{quote(meta['name'], safe='')}"
-        self._routes[path] = lambda: Response.json(claim)
+        self._status.put_claim(meta["namespace"], meta["name"], lambda: claim)
 
     async def recreate_registry(self) -> None:
         """The plugins_registry folder replaced by a new, empty one, the old one removed with its sockets.

@@ -35,7 +35,7 @@ from kubedevice.conformance.dra_kubelet import DRAKubelet, DRARegistration, clai
 from kubedevice.conformance.report import CheckResult, Findings, not_run
 from kubedevice.dra.client import DRAPluginClient
 from kubedevice.dra.errors import DRACallError, DriverLookupError
-from kubedevice.dra.types import ClaimRef
+from kubedevice.dra.types import DriverClaim
 
 
 class DRARun:
@@ -76,7 +76,7 @@ class DRARun:
         rows[DRA_REREGISTRATION] = await self._reregistration(registration.name)
         return rows
 
-    def _claim(self, number: int, pool: str, driver: str, *devices: str) -> ClaimRef:
+    def _claim(self, number: int, pool: str, driver: str, *devices: str) -> DriverClaim:
         document = claim(f"conformance-{number}", f"{self._run_id}-{number}", driver, pool, devices)
         self.kubelet.put_claim(document)
         return claim_ref(document)
@@ -122,7 +122,7 @@ class DRARun:
         rows[DRA_UNPREPARE] = await self._unprepare(client, ref)
         rows[DRA_CLAIM_ERRORS] = await self._isolation(client, driver, published)
 
-    async def _again(self, client: DRAPluginClient, ref: ClaimRef, first: object) -> CheckResult:
+    async def _again(self, client: DRAPluginClient, ref: DriverClaim, first: object) -> CheckResult:
         findings = Findings(DRA_IDEMPOTENT)
         again = await call_prepare(client, [ref])
         if isinstance(again, str):
@@ -136,9 +136,9 @@ class DRARun:
             findings.note("the same answer twice")
         return findings.result()
 
-    async def _unprepare(self, client: DRAPluginClient, ref: ClaimRef) -> CheckResult:
+    async def _unprepare(self, client: DRAPluginClient, ref: DriverClaim) -> CheckResult:
         findings = Findings(DRA_UNPREPARE)
-        unknown = ClaimRef("default", f"{self._run_id}-never-prepared", "conformance-never-prepared")
+        unknown = DriverClaim("default", f"{self._run_id}-never-prepared", "conformance-never-prepared")
         try:
             answer = await client.node_unprepare_resources([ref, unknown])
         except DRACallError as err:

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import logging
 
-from kubedevice.controlplane.claim_state import ClaimState, ClaimStateFile, Updates
+from kubedevice.controlplane.claim_store import ClaimStore, ClaimStoreFile, Updates
 from kubedevice.durable import GroupCommit
 
 log = logging.getLogger("kubedevice.node.daemon")
 
 
-class ClaimStateSaver:
+class ClaimStoreSaver:
     """Applies updates to `state` and writes it to `file` after each change."""
 
-    def __init__(self, state: ClaimState, file: ClaimStateFile) -> None:
+    def __init__(self, state: ClaimStore, file: ClaimStoreFile) -> None:
         self.state = state
         self._file = file
         self._commit = GroupCommit.threaded(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kubedevice.controlplane.claim_state import ClaimState, effective_claim, to_resource_claim
+from kubedevice.controlplane.claim_store import ClaimStore, effective_claim, to_resource_claim
 from kubedevice.dra import types as dra
 from kubedevice.resource.model import ClaimDocument, DRADocuments
 
@@ -19,7 +19,7 @@ class ClaimView:
     """Reads the current documents (`documents()`, the last scan's) and the claim state on every call,
     so it never holds a stale copy."""
 
-    def __init__(self, documents: Callable[[], DRADocuments], state: ClaimState) -> None:
+    def __init__(self, documents: Callable[[], DRADocuments], state: ClaimStore) -> None:
         self._documents = documents
         self._state = state
 

@@ -4,7 +4,7 @@ would do before the kubelet prepares.
 `dra_step(pod, claims, routes, state, context)` returns a :class:`StepResult`:
 - `pod`: the pod as the DRA manager sees it (`resourceClaimStatuses` naming the generated claims, the
   special claim in `extendedResourceClaimStatus`), for PrepareResources and GetResources;
-- `updates`: what to apply to the ClaimState (`state.apply(result.updates)`, then save when it returns
+- `updates`: what to apply to the ClaimStore (`state.apply(result.updates)`, then save when it returns
   True): claims generated from templates and the special claim (even when the pod must wait, as the
   claim controller creates them whatever the scheduler decides), the allocations of one search, and the
   reservations for the pod;
@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from kubedevice.checkpoint.dra_model import ClaimInfoState
-from kubedevice.controlplane.claim_state import ClaimRecord, ClaimState, devices_in_use, effective_claim
+from kubedevice.controlplane.claim_store import ClaimRecord, ClaimStore, devices_in_use, effective_claim
 from kubedevice.controlplane.extended import ExtendedRoutes, special_claim, special_claim_name
 from kubedevice.controlplane.reservation import ReservationError, check_room, reserve
 from kubedevice.controlplane.templates import (
@@ -40,10 +40,11 @@ from kubedevice.controlplane.templates import (
 )
 from kubedevice.dra import types as dra
 from kubedevice.dra.claim_names import pod_claim_names
-from kubedevice.dra.errors import DRAError
+from kubedevice.dra.errors import PREPARE_FAILED, DRAError
 from kubedevice.dra.manager import operation_prefix
 from kubedevice.manager.types import Pod
-from kubedevice.resource.model import ClaimDocument, DRADocuments, PodClaims, Pool
+from kubedevice.resource.model import ClaimDocument, DRADocuments, Pool
+from kubedevice.resource.pod_claims import PodClaims
 from kubedevice.scheduler.allocator import (
     AllocationRequest,
     ClaimToAllocate,
@@ -52,10 +53,9 @@ from kubedevice.scheduler.allocator import (
     check_admin_access,
 )
 from kubedevice.scheduler.cel import CelSelectors
+from kubedevice.scheduler.request import UNSCHEDULABLE
 
 __all__ = [
-    "PREPARE_FAILED",
-    "UNSCHEDULABLE",
     "DRAContext",
     "StepResult",
     "Waiting",
@@ -63,11 +63,6 @@ __all__ = [
     "recorded_routes",
     "restore_pod",
 ]
-
-#: The kubelet's event reason for a prepare that cannot go on; the pod's status reason.
-PREPARE_FAILED = "FailedPrepareDynamicResources"
-#: The scheduler's reason when no allocation or reservation is possible.
-UNSCHEDULABLE = "Unschedulable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +89,7 @@ class Waiting:
 
 @dataclass(frozen=True, slots=True)
 class StepResult:
-    pod: dra.Pod
+    pod: dra.DRAPod
     updates: Mapping[str, ClaimRecord | None] = field(default_factory=dict)
     waiting: Waiting | None = None
 
@@ -114,7 +109,7 @@ def _prepare_failed(cause: str, detail: str = "") -> Waiting:
 class _Step:
     """One pod's decision; `updates` overlays the state so later parts see earlier ones."""
 
-    def __init__(self, pod: Pod, state: ClaimState, context: DRAContext) -> None:
+    def __init__(self, pod: Pod, state: ClaimStore, context: DRAContext) -> None:
         self.pod = pod
         self.ref = PodRef(pod.namespace, pod.name, pod.uid)
         self.state = state
@@ -186,7 +181,7 @@ class _Step:
         self.updates[key] = replace(record, document=document)
         return made.status
 
-    def claims(self, pod: dra.Pod) -> list[tuple[str, ClaimDocument | None, ClaimDocument]] | Waiting:
+    def claims(self, pod: dra.DRAPod) -> list[tuple[str, ClaimDocument | None, ClaimDocument]] | Waiting:
         """(key, user document, effective claim) per claim in search order, or why the pod waits."""
         out: list[tuple[str, ClaimDocument | None, ClaimDocument]] = []
         try:
@@ -250,7 +245,7 @@ class _Step:
 
 
 def dra_step(
-    pod: Pod, claims: PodClaims, routes: ExtendedRoutes, state: ClaimState, context: DRAContext
+    pod: Pod, claims: PodClaims, routes: ExtendedRoutes, state: ClaimStore, context: DRAContext
 ) -> StepResult:
     """The decision for one pod about to be prepared; see the module's text. `routes` is the pod's
     extended-resource decision, made once at admission (`extended.route_extended_resources`); a
@@ -259,7 +254,7 @@ def dra_step(
     step = _Step(pod, state, context)
     statuses, waiting = step.generate(claims, create=True)
     extended = step.extended(routes)
-    dra_pod = claims.to_dra_pod(pod.uid, pod.namespace, pod.name, statuses, extended)
+    dra_pod = dra.DRAPod.from_claims(pod.uid, pod.namespace, pod.name, claims, statuses, extended)
     if waiting is not None:
         return StepResult(dra_pod, step.updates, waiting)
     resolved = step.claims(dra_pod)
@@ -273,7 +268,7 @@ def dra_step(
     return StepResult(dra_pod, step.updates, None)
 
 
-def recorded_routes(state: ClaimState, pod: Pod) -> ExtendedRoutes | None:
+def recorded_routes(state: ClaimStore, pod: Pod) -> ExtendedRoutes | None:
     """The extended-resource decision recorded for a pod (its special claim's), or None when none was;
     one look-up, as the special claim's name follows from the pod's name and UID."""
     record = state.get(f"{pod.namespace}/{special_claim_name(pod.name, pod.uid)}")
@@ -282,12 +277,12 @@ def recorded_routes(state: ClaimState, pod: Pod) -> ExtendedRoutes | None:
     return ExtendedRoutes(dict(record.extended_resources))
 
 
-def restore_pod(pod: Pod, claims: PodClaims, state: ClaimState, documents: DRADocuments) -> StepResult:
+def restore_pod(pod: Pod, claims: PodClaims, state: ClaimStore, documents: DRADocuments) -> StepResult:
     """A running pod after a restart: its DRA view (statuses and the special claim, from the recorded
     decision) and its generated claims' documents rebuilt in memory; nothing is generated or allocated."""
     step = _Step(pod, state, DRAContext(documents=documents, pools=(), node_name=""))
     statuses, _ = step.generate(claims, create=False)
     routes = recorded_routes(state, pod)
     extended = step.extended(routes) if routes is not None else None
-    dra_pod = claims.to_dra_pod(pod.uid, pod.namespace, pod.name, statuses, extended)
+    dra_pod = dra.DRAPod.from_claims(pod.uid, pod.namespace, pod.name, claims, statuses, extended)
     return StepResult(dra_pod, step.updates, None)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kubedevice.controlplane.claim_state import ClaimRecord, ClaimState
+from kubedevice.controlplane.claim_store import ClaimRecord, ClaimStore
 from kubedevice.resource.model import ClaimDocument, ConsumerReference
 
 __all__ = ["MAX_CONSUMERS", "ReservationError", "check_room", "pod_removed", "release_pod", "reserve"]
@@ -67,7 +67,7 @@ def reserve(
     return replace(base, reserved_for=(*base.reserved_for, ConsumerReference("pods", pod_name, pod_uid)))
 
 
-def release_pod(state: ClaimState, pod_uid: str) -> dict[str, ClaimRecord | None]:
+def release_pod(state: ClaimStore, pod_uid: str) -> dict[str, ClaimRecord | None]:
     """The pod has been unprepared (or never got prepared and is gone): its reservations go. A claim the
     daemon allocated is deallocated with its last reservation, and a record left holding nothing is
     dropped (a generated claim's record stays until its pod is gone, see `pod_removed`)."""
@@ -82,7 +82,7 @@ def release_pod(state: ClaimState, pod_uid: str) -> dict[str, ClaimRecord | None
     return updates
 
 
-def pod_removed(state: ClaimState, pod_uid: str) -> dict[str, ClaimRecord | None]:
+def pod_removed(state: ClaimStore, pod_uid: str) -> dict[str, ClaimRecord | None]:
     """The pod is unprepared and gone: its reservations go (as `release_pod`) and the claims generated
     for it (from templates, or its special claim) are deleted."""
     updates = release_pod(state, pod_uid)

@@ -17,8 +17,9 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
-from kubedevice.controlplane.slice_pools import SliceReport, SliceScan, read_slices
+from kubedevice.controlplane.slice_pools import read_slices
 from kubedevice.resource.model import Pool, ResourceSliceDocument
+from kubedevice.scheduler.pools import SliceReport, SliceScan
 from kubedevice.tasks import cancel_and_wait
 from kubedevice.watch import DirectoryWatch, Mask
 
@@ -36,11 +37,17 @@ class SliceFolder:
     """The slices of `folder` for node `node_name`; `on_change()` is called after a read that changed them."""
 
     def __init__(
-        self, folder: Path, node_name: str, *, use_inotify: bool = True, poll_interval: float = 0.2
+        self,
+        folder: Path,
+        node_name: str,
+        *,
+        on_change: Callable[[], None] | None = None,
+        use_inotify: bool = True,
+        poll_interval: float = 0.2,
     ) -> None:
         self.folder = folder
         self.node_name = node_name
-        self.on_change: Callable[[], None] | None = None
+        self._on_change = on_change
         self._scan = SliceScan()
         self._watch = DirectoryWatch(
             folder,
@@ -102,8 +109,8 @@ class SliceFolder:
             if report not in old:
                 log.warning("ResourceSlice file %s: %s", report.file, report.message)
         self._scan = scan
-        if self.on_change is not None:
-            self.on_change()
+        if self._on_change is not None:
+            self._on_change()
 
     def _is_slice_event(self, name: str, mask: Mask) -> bool:
         if not is_slice_name(name):

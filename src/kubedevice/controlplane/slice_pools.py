@@ -1,11 +1,9 @@
 """ResourceSlices published as files (`D/resourceslices/`), read into pools the allocator can use.
 
-A pool counts only in its highest generation, and only when every slice of that generation
-(`resourceSliceCount`) is present; otherwise it is incomplete and its devices wait. Slices for another
-node are ignored with a warning, a bad slice is reported and ignored, and a slice using a feature
-kubedevice leaves out is reported once and its devices are marked so they are never candidates.
-Order is the published order: files in name order, documents in file order, devices in `spec.devices`
-order (never sorted); pools by (driver, pool name) compared as bytes.
+Each file is parsed on its own (a bad document is reported, the others kept); the slices of every file, in
+published order (files in name order, documents in file order), are then gathered into this node's pools
+by the scheduler's `gather_pools` (kubedevice.scheduler.pools: generations, completeness, the node filter,
+left-out features).
 
 Parsing and gathering are pure; `read_slices` does blocking file I/O (the daemon calls it in a thread).
 """
@@ -14,25 +12,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kubedevice.resource.document_file import MANIFEST_SUFFIXES, ManifestError, load_documents
 from kubedevice.resource.documents import check_kind
 from kubedevice.resource.fields import DocumentError
-from kubedevice.resource.model import Pool, ResourceSliceDocument
+from kubedevice.resource.model import ResourceSliceDocument
 from kubedevice.resource.slice_document import parse_slice
+from kubedevice.scheduler.pools import SliceReport, SliceScan, gather_pools
 
-__all__ = ["SliceFile", "SliceReport", "SliceScan", "gather_slices", "parse_slice_file", "read_slices"]
-
-
-@dataclass(frozen=True, slots=True)
-class SliceReport:
-    """A problem with one slice (`slice` its name) or a whole file (`slice` "")."""
-
-    file: str
-    slice: str
-    message: str
+__all__ = ["SliceFile", "gather_slices", "parse_slice_file", "read_slices"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,28 +32,6 @@ class SliceFile:
     file: str
     slices: tuple[ResourceSliceDocument, ...] = ()
     errors: tuple[SliceReport, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class SliceScan:
-    """What a slice folder publishes for this node.
-
-    `slices`: every slice kept, in published order (those with left-out features included, their
-    devices marked). `pools`: the pools at their highest generation, by (driver, pool name) as bytes;
-    an incomplete or invalid pool is listed too, flagged. `ignored`: slices read but not used (another
-    node's, one selecting nodes by label, a name already used), each with its report. `errors`: slices
-    and files ignored because they are bad; `warnings`: slices ignored for another node, left-out
-    features, incomplete or invalid pools.
-    """
-
-    slices: tuple[ResourceSliceDocument, ...] = ()
-    pools: tuple[Pool, ...] = ()
-    errors: tuple[SliceReport, ...] = ()
-    warnings: tuple[SliceReport, ...] = ()
-    ignored: tuple[ResourceSliceDocument, ...] = ()
-
-    def pool(self, driver: str, name: str) -> Pool | None:
-        return next((p for p in self.pools if p.driver == driver and p.name == name), None)
 
 
 def parse_slice_file(file: str, content: bytes) -> SliceFile:
@@ -78,8 +46,6 @@ def parse_slice_file(file: str, content: bytes) -> SliceFile:
     for index, doc in enumerate(docs):
         where = f"document {index + 1}: " if many else ""
         try:
-            if not isinstance(doc, Mapping):
-                raise DocumentError(f"not an object (a {type(doc).__name__}, not a mapping)", anonymous=True)
             _, version = check_kind(doc, ("ResourceSlice",))
             slices.append(parse_slice(doc, version, file))
         except DocumentError as err:
@@ -91,71 +57,15 @@ def parse_slice_file(file: str, content: bytes) -> SliceFile:
 
 
 def gather_slices(files: Iterable[SliceFile], node_name: str) -> SliceScan:
-    """The slices of `files` (taken in name order) that are this node's, gathered into pools."""
-    kept: list[ResourceSliceDocument] = []
-    ignored: list[ResourceSliceDocument] = []
-    errors: list[SliceReport] = []
-    warnings: list[SliceReport] = []
-    owner: dict[str, str] = {}
-    for f in sorted(files, key=lambda f: f.file):
-        errors.extend(f.errors)
-        for s in f.slices:
-            name = s.meta.name
-            if name in owner:
-                where = "appears twice" if owner[name] == f.file else f"is already defined by {owner[name]}"
-                errors.append(SliceReport(f.file, name, f"ResourceSlice {name} {where}"))
-                ignored.append(s)
-                continue
-            owner[name] = f.file
-            if s.node_selector:
-                message = "selects its nodes by label (spec.nodeSelector), and this node has none"
-                warnings.append(SliceReport(f.file, name, f"ResourceSlice {name}: {message}; ignored"))
-                ignored.append(s)
-                continue
-            if not s.all_nodes and s.node_name and s.node_name != node_name:
-                message = f'published for node "{s.node_name}", this node is "{node_name}"; ignored'
-                warnings.append(SliceReport(f.file, name, f"ResourceSlice {name}: {message}"))
-                ignored.append(s)
-                continue
-            feature = s.unsupported or next((d.unsupported for d in s.devices if d.unsupported), None)
-            if feature is not None:
-                text = f"unsupported by kubedevice: {feature} (ResourceSlice {name})"
-                warnings.append(SliceReport(f.file, name, text))
-            kept.append(s)
-    pools = _pools(kept)
-    for p in pools:
-        where = p.slices[0].meta.source if p.slices else ""
-        if p.invalid is not None:
-            warnings.append(SliceReport(where, "", f"pool {p.driver}/{p.name}: {p.invalid}"))
-        elif not p.complete:
-            want = max(s.slice_count for s in p.slices)
-            text = (
-                f"pool {p.driver}/{p.name}: {len(p.slices)} of {want} slice(s) of generation {p.generation} "
-                "published; its devices wait for the others"
-            )
-            warnings.append(SliceReport(where, "", text))
-    return SliceScan(tuple(kept), pools, tuple(errors), tuple(warnings), tuple(ignored))
-
-
-def _pools(slices: list[ResourceSliceDocument]) -> tuple[Pool, ...]:
-    grouped: dict[tuple[str, str], list[ResourceSliceDocument]] = {}
-    for s in slices:
-        grouped.setdefault((s.driver, s.pool), []).append(s)
-    pools: list[Pool] = []
-    for (driver, name), members in grouped.items():
-        generation = max(s.generation for s in members)
-        current = tuple(s for s in members if s.generation == generation)
-        complete = all(s.slice_count == len(current) for s in current)
-        seen: set[str] = set()
-        invalid = None
-        for d in (d for s in current for d in s.devices):
-            if d.name in seen:
-                invalid = f"device {d.name} is published twice in generation {generation}"
-                break
-            seen.add(d.name)
-        pools.append(Pool(driver, name, generation, current, complete, invalid))
-    pools.sort(key=lambda p: (p.driver.encode(), p.name.encode()))
-    return tuple(pools)
+    """The slices of `files` (taken in name order) that are this node's, gathered into pools; each
+    file's own errors are reported before those of its slices."""
+    ordered = sorted(files, key=lambda f: f.file)
+    scan = gather_pools((s for f in ordered for s in f.slices), node_name)
+    by_file: dict[str, list[SliceReport]] = {}
+    for error in scan.errors:
+        by_file.setdefault(error.file, []).append(error)
+    errors = [e for f in ordered for e in (*f.errors, *by_file.pop(f.file, ()))]
+    return replace(scan, errors=tuple(errors))
 
 
 def read_slices(folder: Path, node_name: str) -> SliceScan:

@@ -21,15 +21,15 @@ from kubedevice.dra.manager import DRAManager
 from kubedevice.dra.types import (
     AllocationResult,
     ClaimNotFoundError,
-    ClaimRef,
     ClaimSource,
     ConsumerReference,
-    Container,
     ContainerClaim,
     DeviceRequestAllocationResult,
+    DRAContainer,
+    DRAPod,
+    DriverClaim,
     ExtendedResourceClaimStatus,
     OwnerReference,
-    Pod,
     PodClaim,
     RequestMapping,
     ResourceClaim,
@@ -38,7 +38,6 @@ from kubedevice.dra.types import (
 __all__ = [
     "AllocationResult",
     "ClaimNotFoundError",
-    "ClaimRef",
     "ClaimResource",
     "ClaimSource",
     "ConsumerReference",
@@ -47,9 +46,12 @@ __all__ = [
     "ContainerClaimsError",
     "DRACallError",
     "DRACheckpointError",
+    "DRAContainer",
     "DRAError",
     "DRAManager",
+    "DRAPod",
     "DeviceRequestAllocationResult",
+    "DriverClaim",
     "DriverLookupError",
     "DynamicResource",
     "ExtendedResourceClaimStatus",
@@ -61,3 +63,8 @@ __all__ = [
     "ResourceClaim",
     "UnprepareError",
 ]
+
+#: The names these had before the DRA manager's pod and container were told apart from the device manager's
+#: (`kubedevice.manager.Pod`); kept so that code written against them still imports.
+Pod = DRAPod
+Container = DRAContainer

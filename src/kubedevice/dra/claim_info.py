@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from kubedevice.checkpoint.dra_codec import ClaimPiece, encode_claim_piece
 from kubedevice.checkpoint.dra_model import ClaimInfoState, DRACheckpointData, DRADevice
-from kubedevice.dra.types import ClaimRef, ResourceClaim
+from kubedevice.dra.types import DriverClaim, ResourceClaim
 
 
 def claim_key(namespace: str, name: str) -> str:
@@ -52,8 +52,8 @@ class ClaimInfo:
         return claim_key(self.namespace, self.claim_name)
 
     @property
-    def ref(self) -> ClaimRef:
-        return ClaimRef(self.namespace, self.claim_uid, self.claim_name)
+    def ref(self) -> DriverClaim:
+        return DriverClaim(self.namespace, self.claim_uid, self.claim_name)
 
     def add_pod(self, pod_uid: str) -> None:
         self.pod_uids.add(pod_uid)
@@ -120,6 +120,8 @@ class ClaimInfoCache:
         self._keys: list[str] = []
         self._locks: dict[str, asyncio.Lock] = {}
         self._waiters: dict[str, int] = {}
+        #: pod UID -> unprepares of it whose checkpoint write has not ended (see `leaving`).
+        self._leaving: dict[str, int] = {}
 
     def restore(self, data: DRACheckpointData) -> None:
         """Load the checkpoint's entries, every one unprepared (the flag is not stored)."""
@@ -151,7 +153,8 @@ class ClaimInfoCache:
         return len(self._entries)
 
     def has_pod_reference(self, pod_uid: str) -> bool:
-        return any(pod_uid in info.pod_uids for info in self._entries.values())
+        """Some entry lists the pod, or an unprepare that removes it has not yet written the checkpoint."""
+        return pod_uid in self._leaving or any(pod_uid in info.pod_uids for info in self._entries.values())
 
     def claim_names_for_pod(self, pod_uid: str) -> list[str]:
         """Names of the entries that list the pod (the kubelet's claimNamesForPod)."""
@@ -169,6 +172,24 @@ class ClaimInfoCache:
         """Every entry's checkpoint piece in key order; only entries changed since the last call are
         encoded again."""
         return [info.piece() for info in self.entries()]
+
+    @contextlib.asynccontextmanager
+    async def leaving(self, pod_uid: str) -> AsyncIterator[None]:
+        """Count the pod as referenced while an unprepare drops it from its entries and writes the file.
+
+        The kubelet deletes and writes under one cache lock, which `PodMightNeedToUnprepareResources`
+        also takes, so a pod is never reported free while the file on disk still lists it. Here reads
+        take no lock and the entries change before the write is awaited: without this, a caller could
+        forget the pod (and drop its reservations) while only memory knows it left. Asynchronous only to
+        be entered beside `locked`; it never waits.
+        """
+        self._leaving[pod_uid] = self._leaving.get(pod_uid, 0) + 1
+        try:
+            yield
+        finally:
+            self._leaving[pod_uid] -= 1
+            if self._leaving[pod_uid] == 0:
+                del self._leaving[pod_uid]
 
     @contextlib.asynccontextmanager
     async def locked(self, keys: Iterable[str]) -> AsyncIterator[None]:

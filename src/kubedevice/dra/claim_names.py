@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kubedevice.dra.errors import DRAError
-from kubedevice.dra.types import Pod, PodClaim, ResourceClaim
+from kubedevice.dra.types import DRAPod, PodClaim, ResourceClaim
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,7 +18,7 @@ class PodClaimName:
     check_owner: bool
 
 
-def resolve(pod: Pod, pod_claim: PodClaim) -> PodClaimName | None:
+def resolve(pod: DRAPod, pod_claim: PodClaim) -> PodClaimName | None:
     """The claim a pod claim names; None when the pod needs no claim for it (a null status entry)."""
     if pod_claim.resource_claim_name is not None:
         return PodClaimName(pod_claim.name, pod_claim.resource_claim_name, check_owner=False)
@@ -33,7 +33,7 @@ def resolve(pod: Pod, pod_claim: PodClaim) -> PodClaimName | None:
     )
 
 
-def pod_claim_names(pod: Pod) -> list[PodClaimName]:
+def pod_claim_names(pod: DRAPod) -> list[PodClaimName]:
     """Every claim the pod needs, in spec order, then the special claim of its extended resources."""
     names = [name for c in pod.resource_claims if (name := resolve(pod, c)) is not None]
     if pod.extended_resource_claim is not None:
@@ -41,7 +41,7 @@ def pod_claim_names(pod: Pod) -> list[PodClaimName]:
     return names
 
 
-def check_owner(pod: Pod, claim: ResourceClaim) -> None:
+def check_owner(pod: DRAPod, claim: ResourceClaim) -> None:
     """A claim made from a template must be in the pod's namespace and controlled by the pod."""
     owned = claim.namespace == pod.namespace and any(
         ref.controller and ref.uid == pod.uid for ref in claim.owner_references
@@ -53,7 +53,7 @@ def check_owner(pod: Pod, claim: ResourceClaim) -> None:
         )
 
 
-def check_reserved(pod: Pod, claim: ResourceClaim) -> None:
+def check_reserved(pod: DRAPod, claim: ResourceClaim) -> None:
     """The claim must be reserved for the pod; the kubelet compares only the UID."""
     if not any(ref.uid == pod.uid for ref in claim.reserved_for):
         raise DRAError(

@@ -33,7 +33,7 @@ from kubedevice.api.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
 from kubedevice.checkpoint.dra_model import DRADevice
 from kubedevice.dra.errors import DRACallError
 from kubedevice.dra.metrics import DRAMetrics
-from kubedevice.dra.types import ClaimRef
+from kubedevice.dra.types import DriverClaim
 from kubedevice.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -186,7 +186,7 @@ class DRAPluginClient:
                 time.perf_counter() - start
             )
 
-    async def node_prepare_resources(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
+    async def node_prepare_resources(self, claims: Sequence[DriverClaim]) -> dict[str, PrepareResult]:
         """claim UID -> result, as the plugin answered (missing or unknown UIDs are the caller's to judge)."""
         pb = v1 if self._v1 else v1beta1
         request = pb.NodePrepareResourcesRequest(
@@ -198,7 +198,7 @@ class DRAPluginClient:
             for uid, result in response.claims.items()
         }
 
-    async def node_unprepare_resources(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
+    async def node_unprepare_resources(self, claims: Sequence[DriverClaim]) -> dict[str, str]:
         """claim UID -> error text ("" for success), as the plugin answered."""
         pb = v1 if self._v1 else v1beta1
         request = pb.NodeUnprepareResourcesRequest(

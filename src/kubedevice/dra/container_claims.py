@@ -9,10 +9,10 @@ from kubedevice.checkpoint.dra_model import ClaimInfoState
 from kubedevice.dra.claim_info import ClaimInfoCache
 from kubedevice.dra.claim_names import pod_claim_names, resolve
 from kubedevice.dra.errors import ContainerClaimsError, DRAError
-from kubedevice.dra.types import Container, Pod
+from kubedevice.dra.types import DRAContainer, DRAPod
 
 
-def _claim_requests(pod: Pod, container: Container) -> dict[str, list[str]]:
+def _claim_requests(pod: DRAPod, container: DRAContainer) -> dict[str, list[str]]:
     """claim name -> the container's requests of it ("" is every request), in pod-claim order, then the
     special claim of the container's extended resources."""
     wanted: dict[str, list[str]] = {}
@@ -33,7 +33,7 @@ def _claim_requests(pod: Pod, container: Container) -> dict[str, list[str]]:
     return found
 
 
-def get_resources(cache: ClaimInfoCache, pod: Pod, container: Container) -> list[str]:
+def get_resources(cache: ClaimInfoCache, pod: DRAPod, container: DRAContainer) -> list[str]:
     """The container's CDI device IDs: pod-claim order, the container's requests in order, drivers by name,
     devices as the driver returned them; an ID already listed is not repeated (the kubelet's order between
     claims is map order, and it repeats IDs)."""
@@ -50,7 +50,7 @@ def get_resources(cache: ClaimInfoCache, pod: Pod, container: Container) -> list
     return list(ids)
 
 
-def prepared_on_record(cache: ClaimInfoCache, pod: Pod) -> bool:
+def prepared_on_record(cache: ClaimInfoCache, pod: DRAPod) -> bool:
     """Every claim of the pod has an entry that lists the pod and holds what each of its drivers prepared.
 
     The cache pass writes an entry with the pod but no devices yet, and the commit adds them: so, read
@@ -70,7 +70,9 @@ def prepared_on_record(cache: ClaimInfoCache, pod: Pod) -> bool:
     return bool(names)
 
 
-def get_container_claim_infos(cache: ClaimInfoCache, pod: Pod, container: Container) -> list[ClaimInfoState]:
+def get_container_claim_infos(
+    cache: ClaimInfoCache, pod: DRAPod, container: DRAContainer
+) -> list[ClaimInfoState]:
     """A snapshot of each claim the container uses, all devices of each (PodResources reads these)."""
     used = {claim.name for claim in container.claims}
     infos: list[ClaimInfoState] = []

@@ -3,9 +3,21 @@ the same as on a real node."""
 
 from __future__ import annotations
 
+from kubedevice.pluginwatcher.handler import PluginHandlerError
+
+#: The kubelet's event reasons when PrepareResources or UnprepareResources fails; the daemon shows them
+#: as the pod's status reason.
+PREPARE_FAILED = "FailedPrepareDynamicResources"
+UNPREPARE_FAILED = "FailedUnprepareDynamicResources"
+
 
 class DRAError(Exception):
     """Base of every error the DRA manager raises on purpose."""
+
+
+class DRARegistrationError(PluginHandlerError):
+    """A DRA plugin's registration was refused (by its checks or by the plugin store); str() is the text the
+    plugin is told."""
 
 
 class DriverLookupError(DRAError):

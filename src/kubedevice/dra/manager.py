@@ -38,8 +38,9 @@ from kubedevice.dra.errors import (
 from kubedevice.dra.health import DeviceHealthInfo
 from kubedevice.dra.metrics import DRAMetrics
 from kubedevice.dra.plugins import DRAPlugins, DriverStatus
+from kubedevice.dra.registration import DRARegistrationHandler
 from kubedevice.dra.state import DRAState
-from kubedevice.dra.types import ClaimRef, ClaimSource, Container, Pod
+from kubedevice.dra.types import ClaimSource, DRAContainer, DRAPod, DriverClaim
 from kubedevice.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -89,6 +90,7 @@ class DRAManager:
             on_registered=self._driver_registered,
         )
         self._state = DRAState(cache, plugins, claims, StateWriter(self._store, cache.pieces))
+        self._plugin_handler = DRARegistrationHandler(plugins)
         self._reconcile_task: asyncio.Task[None] | None = None
         self._reconcile_now = asyncio.Event()
         self._sources_ready = False
@@ -101,7 +103,7 @@ class DRAManager:
     @property
     def plugin_handler(self) -> PluginHandler:
         """The handler of plugin type "DRAPlugin" for the plugins_registry watcher."""
-        return self._state.plugins.handler
+        return self._plugin_handler
 
     async def start(self) -> None:
         """Restore the cache from the checkpoint (every entry unprepared) and start the reconcile loop.
@@ -167,7 +169,7 @@ class DRAManager:
         if ready:
             self._reconcile_now.set()
 
-    async def prepare_resources(self, pod: Pod) -> list[ClaimRef]:
+    async def prepare_resources(self, pod: DRAPod) -> list[DriverClaim]:
         """Prepare the pod's claims before its sandbox is created (the kubelet's PrepareResources).
 
         Returns the claims the drivers were asked to prepare (none when all were prepared already).
@@ -177,7 +179,7 @@ class DRAManager:
             "PrepareResources", prepare.prepare_resources(self._state, pod), PrepareError
         )
 
-    async def unprepare_resources(self, pod: Pod) -> list[ClaimRef]:
+    async def unprepare_resources(self, pod: DRAPod) -> list[DriverClaim]:
         """Unprepare the pod's claims after its containers stopped; the last pod of a shared claim has
         it unprepared. Returns the claims unprepared.
 
@@ -201,14 +203,14 @@ class DRAManager:
                 time.monotonic() - start
             )
 
-    def get_resources(self, pod: Pod, container: Container) -> list[str]:
+    def get_resources(self, pod: DRAPod, container: DRAContainer) -> list[str]:
         """The container's CDI device IDs from its claims (they come before the device manager's)."""
         return container_claims.get_resources(self._state.cache, pod, container)
 
-    def get_container_claim_infos(self, pod: Pod, container: Container) -> list[ClaimInfoState]:
+    def get_container_claim_infos(self, pod: DRAPod, container: DRAContainer) -> list[ClaimInfoState]:
         return container_claims.get_container_claim_infos(self._state.cache, pod, container)
 
-    def get_dynamic_resources(self, pod: Pod, container: Container) -> list[DynamicResource]:
+    def get_dynamic_resources(self, pod: DRAPod, container: DRAContainer) -> list[DynamicResource]:
         """PodResources' `dynamic_resources` of a container; empty when its claims are not in the cache
         (the kubelet logs that and returns nothing)."""
         try:
@@ -224,10 +226,11 @@ class DRAManager:
         return container_claims.dynamic_resources(infos)
 
     def pod_might_need_to_unprepare_resources(self, pod_uid: str) -> bool:
-        """True while some claim entry lists the pod: the pod must not be forgotten yet."""
+        """True while some claim entry lists the pod, or an unprepare's write of its removal is under way:
+        the pod must not be forgotten yet."""
         return self._state.cache.has_pod_reference(pod_uid)
 
-    def prepared_on_record(self, pod: Pod) -> bool:
+    def prepared_on_record(self, pod: DRAPod) -> bool:
         """The checkpoint shows the pod's claims prepared for it (container_claims.prepared_on_record):
         after a restart, what tells a pod that ran from one whose prepare a crash cut short."""
         return container_claims.prepared_on_record(self._state.cache, pod)

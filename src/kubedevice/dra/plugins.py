@@ -22,11 +22,9 @@ from kubedevice.api.constants import (
     DRA_WIPE_DELAY_S,
 )
 from kubedevice.dra.client import DRAPluginClient
-from kubedevice.dra.errors import DriverLookupError
+from kubedevice.dra.errors import DRARegistrationError, DriverLookupError
 from kubedevice.dra.health import DeviceHealthInfo, HealthCache, HealthStream
 from kubedevice.dra.metrics import DRAMetrics
-from kubedevice.dra.registration import DRARegistrationError, DRARegistrationHandler
-from kubedevice.pluginwatcher.handler import PluginHandler
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +53,8 @@ class _Endpoint:
 
 
 class DRAPlugins:
-    """driver -> its registered endpoints; `handler` registers them from the plugin watcher."""
+    """driver -> its registered endpoints; the plugin watcher's handler (:mod:`.registration`) adds and
+    removes them."""
 
     def __init__(
         self,
@@ -80,12 +79,6 @@ class DRAPlugins:
         self._wipes: dict[str, asyncio.TimerHandle] = {}
         self._closing: set[asyncio.Task[None]] = set()
         self._stopped = False
-        self._handler = DRARegistrationHandler(self)
-
-    @property
-    def handler(self) -> PluginHandler:
-        """The PluginHandler of type `DRAPlugin`, for the plugins_registry watcher."""
-        return self._handler
 
     # --- registration (called by the handler) ---
 

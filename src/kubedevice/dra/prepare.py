@@ -17,7 +17,7 @@ from kubedevice.dra.claim_names import PodClaimName, check_owner, check_reserved
 from kubedevice.dra.client import DRAPluginClient, PrepareResult
 from kubedevice.dra.errors import DRACallError, DRAError
 from kubedevice.dra.state import DRAState
-from kubedevice.dra.types import ClaimNotFoundError, ClaimRef, Pod, ResourceClaim
+from kubedevice.dra.types import ClaimNotFoundError, DRAPod, DriverClaim, ResourceClaim
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +28,7 @@ class _Checked:
     plugins: dict[str, DRAPluginClient]
 
 
-async def prepare_resources(state: DRAState, pod: Pod) -> list[ClaimRef]:
+async def prepare_resources(state: DRAState, pod: DRAPod) -> list[DriverClaim]:
     """Prepare every claim the pod needs; returns the claims the drivers were asked for (possibly none).
 
     Raises DRAError with the kubelet's cause text (the caller wraps it as `prepare dynamic resources: ...`).
@@ -46,7 +46,7 @@ async def prepare_resources(state: DRAState, pod: Pod) -> list[ClaimRef]:
     return [info.ref for info in sent]
 
 
-async def _validate(state: DRAState, pod: Pod, claim_name: PodClaimName) -> _Checked:
+async def _validate(state: DRAState, pod: DRAPod, claim_name: PodClaimName) -> _Checked:
     name = claim_name.claim_name
     try:
         claim = await state.claims.get_claim(pod.namespace, name)
@@ -64,10 +64,10 @@ async def _validate(state: DRAState, pod: Pod, claim_name: PodClaimName) -> _Che
 
 
 async def _record_pod(
-    state: DRAState, pod: Pod, checked: list[_Checked]
-) -> tuple[dict[int, tuple[DRAPluginClient, list[ClaimRef]]], list[ClaimInfo]]:
+    state: DRAState, pod: DRAPod, checked: list[_Checked]
+) -> tuple[dict[int, tuple[DRAPluginClient, list[DriverClaim]]], list[ClaimInfo]]:
     """The cache pass: each claim's entry gets the pod; the checkpoint is written before any call."""
-    batches: dict[int, tuple[DRAPluginClient, list[ClaimRef]]] = {}
+    batches: dict[int, tuple[DRAPluginClient, list[DriverClaim]]] = {}
     sent: list[ClaimInfo] = []
     try:
         for item in checked:
@@ -95,7 +95,7 @@ async def _record_pod(
     return batches, sent
 
 
-async def _call(plugin: DRAPluginClient, refs: list[ClaimRef]) -> dict[str, PrepareResult]:
+async def _call(plugin: DRAPluginClient, refs: list[DriverClaim]) -> dict[str, PrepareResult]:
     try:
         return await plugin.node_prepare_resources(refs)
     except DRACallError as err:
@@ -103,7 +103,7 @@ async def _call(plugin: DRAPluginClient, refs: list[ClaimRef]) -> dict[str, Prep
 
 
 def _apply(
-    state: DRAState, plugin: DRAPluginClient, refs: list[ClaimRef], results: dict[str, PrepareResult]
+    state: DRAState, plugin: DRAPluginClient, refs: list[DriverClaim], results: dict[str, PrepareResult]
 ) -> None:
     """One plugin's answer into the cache: its devices replace what it prepared before (bug B1 fixed)."""
     by_uid = {ref.uid: ref for ref in refs}
@@ -126,7 +126,7 @@ def _apply(
         raise DRAError(f"NodePrepareResources skipped {missing} ResourceClaims")
 
 
-def _check_cdi_ids(ref: ClaimRef, result: PrepareResult) -> None:
+def _check_cdi_ids(ref: DriverClaim, result: PrepareResult) -> None:
     """A CDI ID no runtime could resolve fails the claim here, not later at container creation."""
     for device in result.devices:
         if not device.pool_name or not device.device_name:

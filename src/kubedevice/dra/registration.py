@@ -12,13 +12,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from kubedevice.api.constants import DRA_HEALTH_SERVICES, DRA_SUPPORTED_SERVICES
-from kubedevice.pluginwatcher.handler import PluginHandlerError
-
-if TYPE_CHECKING:
-    from kubedevice.dra.plugins import DRAPlugins
+from kubedevice.dra.errors import DRARegistrationError
+from kubedevice.dra.plugins import DRAPlugins
 
 #: The longest unix socket path Linux accepts (sun_path is 108 bytes with the terminating NUL).
 MAX_UNIX_SOCKET_PATH = 107
@@ -29,10 +26,6 @@ _DNS1123_SUBDOMAIN_TEXT = (
     "must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
     f"'{_DNS1123_SUBDOMAIN.pattern}')"
 )
-
-
-class DRARegistrationError(PluginHandlerError):
-    """A DRA plugin's registration was refused; str() is the text the plugin is told."""
 
 
 def go_quote(text: str) -> str:
@@ -113,7 +106,8 @@ def validate(name: str, endpoint: str, versions: Sequence[str]) -> str:
 
 
 class DRARegistrationHandler:
-    """The PluginHandler of type `DRAPlugin`, over the DRA plugin store."""
+    """The PluginHandler of type `DRAPlugin`: checks each registration, then adds it to (or removes it from)
+    the DRA plugin store."""
 
     def __init__(self, plugins: DRAPlugins) -> None:
         self._plugins = plugins

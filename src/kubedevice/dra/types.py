@@ -11,50 +11,48 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from kubedevice.resource.model import (
+    AllocationResult,
+    ConsumerReference,
+    DeviceRequestAllocationResult,
+    OwnerReference,
+)
+from kubedevice.resource.pod_claims import (
+    ContainerClaim,
+    ExtendedResourceClaimStatus,
+    PodClaim,
+    PodClaims,
+    RequestMapping,
+)
+
+__all__ = [
+    "AllocationResult",
+    "ClaimNotFoundError",
+    "ClaimSource",
+    "ConsumerReference",
+    "ContainerClaim",
+    "DRAContainer",
+    "DRAPod",
+    "DeviceRequestAllocationResult",
+    "ExtendedResourceClaimStatus",
+    "OwnerReference",
+    "PodClaim",
+    "RequestMapping",
+    "ResourceClaim",
+]
+
 
 @dataclass(frozen=True, slots=True)
-class PodClaim:
-    """One entry of `pod.spec.resourceClaims`: a claim by name, or a template the claim is made from."""
+class DRAContainer:
+    """A container as the DRA manager sees it: its name and the pod claims (and requests) it uses."""
 
-    name: str
-    resource_claim_name: str | None = None
-    resource_claim_template_name: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ContainerClaim:
-    """One entry of `container.resources.claims`: a pod claim and optionally one of its requests."""
-
-    name: str
-    request: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Container:
     name: str
     claims: tuple[ContainerClaim, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
-class RequestMapping:
-    """`status.extendedResourceClaimStatus.requestMappings[]`: which request serves a container's resource."""
-
-    container_name: str
-    resource_name: str
-    request_name: str
-
-
-@dataclass(frozen=True, slots=True)
-class ExtendedResourceClaimStatus:
-    """The special claim that meets a pod's extended resources through DRA."""
-
-    resource_claim_name: str
-    request_mappings: tuple[RequestMapping, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Pod:
-    """A pod as the DRA manager sees it.
+class DRAPod:
+    """A pod as the DRA manager is handed it (the device manager is handed a `kubedevice.manager.Pod`).
 
     `containers` holds init and app containers alike (names are unique in a pod). `claim_statuses` is
     `status.resourceClaimStatuses`: pod claim name -> the generated claim's name, or None when the pod
@@ -65,55 +63,34 @@ class Pod:
     namespace: str
     name: str
     resource_claims: tuple[PodClaim, ...] = ()
-    containers: tuple[Container, ...] = ()
+    containers: tuple[DRAContainer, ...] = ()
     claim_statuses: Mapping[str, str | None] = field(default_factory=dict)
     extended_resource_claim: ExtendedResourceClaimStatus | None = None
 
-    def container(self, name: str) -> Container | None:
+    @classmethod
+    def from_claims(
+        cls,
+        uid: str,
+        namespace: str,
+        name: str,
+        claims: PodClaims,
+        claim_statuses: Mapping[str, str | None] | None = None,
+        extended_resource_claim: ExtendedResourceClaimStatus | None = None,
+    ) -> DRAPod:
+        """The pod as the DRA manager sees it, from its DRA fields; the statuses are the caller's (the
+        resource claim controller writes `status.resourceClaimStatuses`)."""
+        return cls(
+            uid=uid,
+            namespace=namespace,
+            name=name,
+            resource_claims=claims.resource_claims,
+            containers=tuple(DRAContainer(name=n, claims=c) for n, c in claims.container_claims),
+            claim_statuses=dict(claim_statuses or {}),
+            extended_resource_claim=extended_resource_claim,
+        )
+
+    def container(self, name: str) -> DRAContainer | None:
         return next((c for c in self.containers if c.name == name), None)
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceRequestAllocationResult:
-    """One `status.allocation.devices.results[]` entry: the device a request got."""
-
-    request: str
-    driver: str
-    pool: str
-    device: str
-    admin_access: bool | None = None
-    share_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AllocationResult:
-    results: tuple[DeviceRequestAllocationResult, ...] = ()
-
-    @property
-    def drivers(self) -> list[str]:
-        """The claim's drivers, each once, in the order of their first result."""
-        return list(dict.fromkeys(r.driver for r in self.results))
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerReference:
-    """One `status.reservedFor[]` entry; the kubelet compares only the UID."""
-
-    resource: str
-    name: str
-    uid: str
-    api_group: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class OwnerReference:
-    api_version: str
-    kind: str
-    name: str
-    uid: str
-    controller: bool = False
-    #: Set on the references the claim controller writes: the owner is not deleted before the claim.
-    block_owner_deletion: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +127,7 @@ class ClaimSource(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class ClaimRef:
+class DriverClaim:
     """A claim as the DRAPlugin service names it (`Claim{namespace, uid, name}`)."""
 
     namespace: str

@@ -3,6 +3,11 @@
 A pod leaving a shared claim only leaves its entry; the pod that leaves it empty has the claim's drivers
 unprepare it, and the entry is deleted once every driver succeeded. An entry that does not list the pod
 is never touched (kubelet bug B5, fixed: the deleted pod may never have been recorded on it).
+
+Every call that succeeds ends with a checkpoint write, as the kubelet's does, also when it changed
+nothing: an earlier call that failed may have left a change only memory knows (a pod dropped from a
+shared entry before a driver call failed), so the file equals the cache after every successful call.
+Until that write ends, the pod still counts as referenced (`ClaimInfoCache.leaving`).
 """
 
 from __future__ import annotations
@@ -14,12 +19,12 @@ from kubedevice.dra.claim_info import ClaimInfo, claim_key
 from kubedevice.dra.claim_names import pod_claim_names
 from kubedevice.dra.errors import DRACallError, DRAError
 from kubedevice.dra.state import DRAState
-from kubedevice.dra.types import ClaimRef, Pod
+from kubedevice.dra.types import DRAPod, DriverClaim
 
 log = logging.getLogger(__name__)
 
 
-async def unprepare_resources(state: DRAState, pod: Pod) -> list[ClaimRef]:
+async def unprepare_resources(state: DRAState, pod: DRAPod) -> list[DriverClaim]:
     """Unprepare the pod's claims; returns the claims the drivers were asked to unprepare.
 
     The names come from the cache entries that list the pod, else from its spec. Idempotent.
@@ -32,12 +37,12 @@ async def unprepare_resources(state: DRAState, pod: Pod) -> list[ClaimRef]:
 
 async def unprepare_claims(
     state: DRAState, pod_uid: str, namespace: str, names: Iterable[str]
-) -> list[ClaimRef]:
+) -> list[DriverClaim]:
     names = list(dict.fromkeys(names))
-    async with state.cache.locked(claim_key(namespace, name) for name in names):
+    keys = [claim_key(namespace, name) for name in names]
+    async with state.cache.locked(keys), state.cache.leaving(pod_uid):
         last_out: list[ClaimInfo] = []
-        left = False
-        batches: dict[str, list[ClaimRef]] = {}
+        batches: dict[str, list[DriverClaim]] = {}
         for name in names:
             info = state.cache.get(namespace, name)
             if info is None or pod_uid not in info.pod_uids:
@@ -45,7 +50,6 @@ async def unprepare_claims(
             if len(info.pod_uids) > 1:
                 # Written with the end of this call: a crash before it repeats this idempotent call.
                 info.remove_pod(pod_uid)
-                left = True
                 continue
             last_out.append(info)
             for driver in info.driver_state:
@@ -54,12 +58,11 @@ async def unprepare_claims(
             await _call(state, driver, batches[driver])
         for info in last_out:
             state.cache.delete(info.namespace, info.claim_name)
-        if last_out or left:
-            await state.writer.write("checkpoint ResourceClaim state")
+        await state.writer.write("checkpoint ResourceClaim state")
     return [info.ref for info in last_out]
 
 
-async def _call(state: DRAState, driver: str, refs: list[ClaimRef]) -> None:
+async def _call(state: DRAState, driver: str, refs: list[DriverClaim]) -> None:
     plugin = state.plugins.get(driver)
     try:
         results = await plugin.node_unprepare_resources(refs)

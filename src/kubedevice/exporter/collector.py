@@ -15,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from kubedevice.exporter.checkpoint_probe import CheckpointState
 from kubedevice.exporter.dra_metrics import dra_families
-from kubedevice.exporter.refresh import Snapshot
+from kubedevice.exporter.refresh import ScrapeSnapshot
 from kubedevice.inventory.model import DeviceTopology, PodResourcesView, numa_label
 
 DEVICE_LABELS = ["namespace", "pod", "container", "resource", "device", "numa_node"]
@@ -26,7 +26,7 @@ class SnapshotCollector:
 
     def __init__(
         self,
-        snapshot: Callable[[], Snapshot],
+        snapshot: Callable[[], ScrapeSnapshot],
         clock: Callable[[], float] = time.time,
         lock: AbstractContextManager[object] | None = None,
     ) -> None:
@@ -130,7 +130,7 @@ def _allocatable(
     yield from families.values()
 
 
-def _checkpoint(s: Snapshot, now: float) -> Iterator[Metric]:
+def _checkpoint(s: ScrapeSnapshot, now: float) -> Iterator[Metric]:
     report = s.checkpoint
     if report is None:
         return
@@ -186,7 +186,7 @@ def _checkpoint(s: Snapshot, now: float) -> Iterator[Metric]:
     yield stale_info
 
 
-def _health(s: Snapshot) -> Iterator[Metric]:
+def _health(s: ScrapeSnapshot) -> Iterator[Metric]:
     errors = CounterMetricFamily(
         "kubedevice_exporter_errors",
         "Failed PodResources reads, by kind (missing, refused, rate_limited, timeout, permission, error).",

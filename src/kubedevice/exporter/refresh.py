@@ -34,7 +34,7 @@ MAX_BACKOFF_FACTOR = 16
 
 
 @dataclass(frozen=True, slots=True)
-class Snapshot:
+class ScrapeSnapshot:
     """Everything one scrape shows, published whole."""
 
     #: The last successful PodResources read (kept through failures); None before the first.
@@ -59,7 +59,7 @@ class Refresher:
         self._reader = reader
         self._probe = probe
         self.interval = max(interval, MIN_INTERVAL_S)
-        self.snapshot = Snapshot()
+        self.snapshot = ScrapeSnapshot()
         self._backoff = 1
         self._last_error: str | None = None
         self.refreshed = asyncio.Event()
@@ -68,7 +68,7 @@ class Refresher:
         #: 10,000 containers) come one after the other, never on top of each other.
         self.heavy = threading.Lock()
 
-    async def refresh(self) -> Snapshot:
+    async def refresh(self) -> ScrapeSnapshot:
         started = time.perf_counter()
         old = self.snapshot
         errors = old.errors

@@ -12,7 +12,6 @@ from kubedevice.manager.errors import (
     RunOptionsError,
 )
 from kubedevice.manager.manager import DeviceManager
-from kubedevice.manager.registration import is_extended_resource_name
 from kubedevice.manager.types import (
     Change,
     Container,
@@ -23,6 +22,7 @@ from kubedevice.manager.types import (
     RunContainerOptions,
     TopologyHint,
 )
+from kubedevice.resource.names import is_extended_resource_name
 
 __all__ = [
     "ActivePods",

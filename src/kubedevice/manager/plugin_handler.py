@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from kubedevice.api.constants import DEVICE_PLUGIN_TYPE, SUPPORTED_VERSIONS, VERSION
 from kubedevice.manager.errors import RegistrationError
-from kubedevice.manager.registration import is_extended_resource_name
+from kubedevice.resource.names import is_extended_resource_name
 
 if TYPE_CHECKING:
     from kubedevice.manager.endpoint_lifecycle import EndpointLifecycle

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -21,38 +20,12 @@ from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from kubedevice.manager.errors import RegistrationError
 from kubedevice.manager.metrics import ManagerMetrics
+from kubedevice.resource.names import is_extended_resource_name
 
 log = logging.getLogger(__name__)
 
 #: The longest unix socket path Linux accepts (sun_path is 108 bytes with the terminating NUL).
 MAX_UNIX_SOCKET_PATH = 107
-
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_REQUESTS_PREFIX = "requests."
-
-
-def is_qualified_name(value: str) -> bool:
-    """Kubernetes' IsQualifiedName: an optional DNS-1123 subdomain prefix, a name of 1-63 characters."""
-    parts = value.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix):
-            return False
-    else:
-        return False
-    return 0 < len(name) <= 63 and _QUALIFIED_NAME.fullmatch(name) is not None
-
-
-def is_extended_resource_name(name: str) -> bool:
-    """Kubernetes' IsExtendedResourceName: `vendor.domain/name`, not native, not `requests.`."""
-    if "/" not in name or "kubernetes.io/" in name:
-        return False
-    if name.startswith(_REQUESTS_PREFIX):
-        return False
-    return is_qualified_name(_REQUESTS_PREFIX + name)
 
 
 def check_version(version: str) -> None:

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import unquote
 
 from kubedevice.checkpoint.dra_model import ClaimInfoState
+from kubedevice.controlplane.plane import ControlPlane
 from kubedevice.controlplane.slice_folder import SliceFolder
 from kubedevice.dra import DRAError, DRAManager
 from kubedevice.dra.claim_names import resolve
-from kubedevice.node.dynamic_resources import DRAFlow, has_claims
 from kubedevice.node.pods import PodRecord
 from kubedevice.resource.claim_json import claim_json, consumer_json
+from kubedevice.statusapi.contract import node_answer
 
 #: namespace/name -> (the cache entry, prepared in this run)
 Infos = Mapping[str, tuple[ClaimInfoState, bool]]
@@ -40,18 +40,18 @@ def _devices(state: ClaimInfoState) -> list[dict[str, Any]]:
     return devices
 
 
-def claims_view(flow: DRAFlow, records: Iterable[PodRecord]) -> dict[str, Any]:
+def claims_view(control: ControlPlane, dra: DRAManager, records: Iterable[PodRecord]) -> dict[str, Any]:
     """`/claims`: every claim (documents and generated ones) and every claim the DRA manager still holds
     (its document may be gone), sorted by namespace/name: allocation and who made it, reservation and who
     wrote it, the cache entry's pods, devices and CDI IDs, whether it was prepared in this run."""
-    infos = claim_infos(flow.manager)
+    infos = claim_infos(dra)
     names = {r.uid: f"{r.pod.namespace}/{r.pod.name}" for r in records}
-    claims = {c.meta.key: c for c in flow.claims.claims()}
+    claims = {c.meta.key: c for c in control.claims.claims()}
     out = []
     for key in sorted(set(claims) | set(infos)):
         claim = claims.get(key)
-        document = flow.documents.claims.get(key)
-        record = flow.state.get(key)
+        document = control.documents.claims.get(key)
+        record = control.store.get(key)
         state, prepared = infos.get(key, (None, False))
         namespace, _, name = key.partition("/")
         cached_uid = state.claim_uid if state is not None else None
@@ -97,31 +97,10 @@ def _by(present: bool, in_manifest: bool) -> str | None:
     return "manifest" if in_manifest else "daemon"
 
 
-def claim_answer(flow: DRAFlow, namespace: str, name: str) -> dict[str, Any] | None:
+def claim_answer(control: ControlPlane, namespace: str, name: str) -> dict[str, Any] | None:
     """`/claims/<ns>/<name>`: the claim in the v1 shape, None when there is none."""
-    claim = flow.claims.claim(namespace, name)
+    claim = control.claims.claim(namespace, name)
     return claim_json(claim) if claim is not None else None
-
-
-def claim_path(rest: str) -> tuple[str, str] | None:
-    """`<namespace>/<name>` (each URL-encoded) of `/claims/<namespace>/<name>`, or None."""
-    parts = rest.split("/")
-    if len(parts) != 2 or not all(parts):
-        return None
-    return unquote(parts[0]), unquote(parts[1])
-
-
-def not_found(name: str) -> dict[str, Any]:
-    """The API server's NotFound answer, its text as the kubelet passes it on."""
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "status": "Failure",
-        "reason": "NotFound",
-        "code": 404,
-        "error": f'resourceclaims.resource.k8s.io "{name}" not found',
-        "message": f'resourceclaims.resource.k8s.io "{name}" not found',
-    }
 
 
 def slices_view(folder: SliceFolder) -> dict[str, Any]:
@@ -153,18 +132,18 @@ def node_dra_view(
     # Slices of drivers that are not registered stay usable by the allocator: shown too.
     unregistered = {d: {"devices": v} for d, v in sorted(devices.items()) if d not in drivers}
     return {
-        "nodeName": node_name,
+        **node_answer(node_name),
         "draDrivers": drivers,
         "unregisteredSliceDrivers": unregistered,
         "extendedResourceWarnings": list(warnings or ()),
     }
 
 
-def pod_claims_view(record: PodRecord, flow: DRAFlow, infos: Infos) -> list[dict[str, Any]]:
+def pod_claims_view(record: PodRecord, control: ControlPlane, infos: Infos) -> list[dict[str, Any]]:
     """A pod's claims: each pod claim, the claim it resolves to, and whether its cache entry lists the pod."""
-    if not has_claims(record):
+    if not record.has_claims:
         return []
-    pod = flow.dra_pod(record)
+    pod = record.dra_pod
     out: list[dict[str, Any]] = []
     for pod_claim in pod.resource_claims:
         try:
@@ -174,7 +153,7 @@ def pod_claims_view(record: PodRecord, flow: DRAFlow, infos: Infos) -> list[dict
             continue
         claim = resolved.claim_name if resolved is not None else None
         state, prepared = infos.get(f"{pod.namespace}/{claim}", (None, False))
-        doc = flow.claims.claim(pod.namespace, claim) if claim is not None else None
+        doc = control.claims.claim(pod.namespace, claim) if claim is not None else None
         out.append(
             {
                 "name": pod_claim.name,
@@ -188,19 +167,19 @@ def pod_claims_view(record: PodRecord, flow: DRAFlow, infos: Infos) -> list[dict
     return out
 
 
-def container_claims_view(flow: DRAFlow, record: PodRecord, container: str) -> list[dict[str, Any]]:
+def container_claims_view(dra: DRAManager, record: PodRecord, container: str) -> list[dict[str, Any]]:
     """A container's claims and their devices, each CDI ID once (PodResources repeats them); empty while
     its claims are not prepared."""
-    if not has_claims(record):
+    if not record.has_claims:
         return []
-    pod = flow.dra_pod(record)
+    pod = record.dra_pod
     c = pod.container(container)
     special = pod.extended_resource_claim
     mapped = special is not None and any(m.container_name == container for m in special.request_mappings)
     if c is None or not (c.claims or mapped):
         return []
     try:
-        infos = flow.manager.get_container_claim_infos(pod, c)
+        infos = dra.get_container_claim_infos(pod, c)
     except DRAError:
         return []
     out = []
@@ -216,12 +195,12 @@ def container_claims_view(flow: DRAFlow, record: PodRecord, container: str) -> l
     return out
 
 
-def extended_claim_view(record: PodRecord, flow: DRAFlow) -> dict[str, Any] | None:
+def extended_claim_view(record: PodRecord) -> dict[str, Any] | None:
     """The pod's `status.extendedResourceClaimStatus` (Go's field names), None when DRA meets none of its
     extended resources."""
     if not record.routes:
         return None
-    special = flow.dra_pod(record).extended_resource_claim
+    special = record.dra_pod.extended_resource_claim
     if special is None:
         return None
     return {
@@ -240,15 +219,16 @@ def extended_claim_view(record: PodRecord, flow: DRAFlow) -> dict[str, Any] | No
 class DRAPodView:
     """The DRA part of `/pods` (views.PodClaimsView), over one answer's snapshot of the claim cache."""
 
-    def __init__(self, flow: DRAFlow) -> None:
-        self._flow = flow
-        self._infos = claim_infos(flow.manager)
+    def __init__(self, control: ControlPlane, dra: DRAManager) -> None:
+        self._control = control
+        self._dra = dra
+        self._infos = claim_infos(dra)
 
     def pod_claims(self, record: PodRecord) -> list[dict[str, Any]]:
-        return pod_claims_view(record, self._flow, self._infos)
+        return pod_claims_view(record, self._control, self._infos)
 
     def container_claims(self, record: PodRecord, container: str) -> list[dict[str, Any]]:
-        return container_claims_view(self._flow, record, container)
+        return container_claims_view(self._dra, record, container)
 
     def extended_claim(self, record: PodRecord) -> dict[str, Any] | None:
-        return extended_claim_view(record, self._flow)
+        return extended_claim_view(record)

@@ -1,12 +1,11 @@
 """The node daemon: a device manager and a DRA manager fed with pods and claims from a manifest folder,
 plus PodResources and a status API.
 
-The daemon wires the parts and owns their lifecycle: the device manager, the DRA manager (its drivers
-register through the same plugins_registry watcher as device plugins; their ResourceSlices are read from
-`resourceslices/`), the pods of the manifest folder (:mod:`kubedevice.node.pod_sync`, with the DRA step of
-:mod:`kubedevice.node.dynamic_resources`), PodResources v1, the status API and the node status loop
-(which, like the kubelet's, calls GetCapacity every second and so ends the stop grace period of plugins
-that left).
+The daemon wires the parts and owns their lifecycle: the device manager, the control plane and the DRA
+manager (node.dra_startup; DRA drivers register through the same plugins_registry watcher as device
+plugins), the pods of the manifest folder (node.pod_sync, node.pod_workers), PodResources v1, the status
+API and the node status loop (which, like the kubelet's, calls GetCapacity every second and so ends the
+stop grace period of plugins that left).
 
 A restart is the kubelet restarting, and plugins wait for kubelet.sock: the daemon imports what only serves
 after it (pod sync and manifests, PodResources, the status API, prometheus_client) once it is served.
@@ -19,12 +18,11 @@ import contextlib
 import functools
 import logging
 import os
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import grpc.aio
 
-from kubedevice.manager import DeviceManager, Pod
+from kubedevice.manager import DeviceManager
 from kubedevice.node.boot import current_boot_id
 from kubedevice.node.checkpoint_guard import DRACheckpointRefused, check_dra_checkpoint
 from kubedevice.node.config import (
@@ -167,11 +165,7 @@ class NodeDaemon:
 
         try:
             self._dra = await start_dra(
-                self.config,
-                paths,
-                known_pods=self.pods.uids,
-                active_pods=self.pods.active_uids,
-                registry=self.registry,
+                self.config, paths, active_pods=self.pods.active_uids, registry=self.registry
             )
             self.dra = self._dra.manager
             self._start_plugin_watcher()
@@ -184,11 +178,18 @@ class NodeDaemon:
         topology.metrics.register(self.registry)
         manager.metrics.register(self.registry)
         self._state = PodStateFile(paths.state_file, current_boot_id(self.config.boot_id))
-        flow = self._require_dra().flow
+        dra = self._require_dra()
         self._sync = PodSync(
-            self.config, paths, manager, topology, self.pods, self._state, node_metrics, flow
+            self.config,
+            paths,
+            manager,
+            topology,
+            self.pods,
+            self._state,
+            node_metrics,
+            dra.control,
+            dra.dynamic,
         )
-        flow.on_gone = self._sync.terminated
         try:
             await self._sync.start()
             await self._serve(podresources_metrics)
@@ -211,10 +212,10 @@ class NodeDaemon:
         from kubedevice.pluginwatcher import WatcherOptions
         from kubedevice.pluginwatcher.watcher import PluginWatcher
 
-        manager, flow = self._require_manager(), self._require_dra().flow
+        manager, dra = self._require_manager(), self._require_dra()
         handlers = {
             constants.DEVICE_PLUGIN_TYPE: manager.plugin_handler,
-            constants.DRA_PLUGIN_TYPE: flow.plugin_handler(),
+            constants.DRA_PLUGIN_TYPE: dra.dynamic.plugin_handler(),
         }
         self._watcher = PluginWatcher(self.paths.plugins_registry, handlers, options=WatcherOptions())
         self._watcher.start()
@@ -246,8 +247,8 @@ class NodeDaemon:
             self._require_topology(),
             self.config.topology.scope,
             paths.checkpoint,
-            self._require_dra().flow,
-            self._require_dra().slices,
+            self._require_dra().control,
+            self._require_dra().manager,
             self.config.node_name,
             self.pods,
             lambda: self.bad_files,
@@ -270,7 +271,7 @@ class NodeDaemon:
         if self._sync is not None:
             await self._sync.stop()
         if self._dra is not None:
-            await self._dra.stop_flow()
+            await self._dra.stop_control()
         if self._status is not None:
             await self._status.stop()
         if self._grpc is not None:
@@ -293,6 +294,3 @@ class NodeDaemon:
             await asyncio.sleep(self.config.status_interval)
             # GetCapacity is what drops resources past their stop grace period; it logs them itself.
             manager.get_capacity()
-
-    def active_pods(self) -> Sequence[Pod]:
-        return [r.pod for r in self.pods if r.active]

@@ -1,17 +1,17 @@
-"""The node daemon's DRA parts, made and started together: the DRA manager on the root's
-dra_manager_state, the pod flow's DRA step with the daemon's own claim state (dra_claims.json), and the
-ResourceSlice folder (every file there deleted first: plugins publish again when they register)."""
+"""The node daemon's DRA parts, made and started together, each given what it needs when it is made: the
+control plane (the claim store in `dra_claims.json`, the ResourceSlice folder, whose files are all deleted
+first: plugins publish again when they register), the DRA manager on the root's `dra_manager_state`
+reading its claims from the control plane, and the kubelet's calls on it."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kubedevice.controlplane.claim_state import ClaimStateError, ClaimStateFile
-from kubedevice.controlplane.slice_folder import SliceFolder
+from kubedevice.controlplane.claim_store import ClaimStoreError
+from kubedevice.controlplane.plane import ControlPlane
 from kubedevice.dra import DRACheckpointError, DRAManager, DynamicResource
 from kubedevice.manager import Pod
 from kubedevice.node.checkpoint_guard import REFUSED_HINT
@@ -22,7 +22,7 @@ from kubedevice.node.config import (
     NodeStartError,
     checkpoint_fault_from_env,
 )
-from kubedevice.node.dynamic_resources import DRAFlow
+from kubedevice.node.dynamic_resources import DynamicResources
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -32,57 +32,50 @@ if TYPE_CHECKING:
 
 @dataclass(slots=True)
 class DRAParts:
+    control: ControlPlane
     manager: DRAManager
-    flow: DRAFlow
-    slices: SliceFolder
+    dynamic: DynamicResources
 
     def dynamic_resources(self, pods: PodTable, pod: Pod, container: str) -> Sequence[DynamicResource]:
-        """PodResources' `dynamic_resources` of one container of a pod the daemon knows."""
+        """PodResources' `dynamic_resources` of one container of a pod the daemon knows: empty for a pod
+        without claims and for one still waiting for them (the kubelet finds no claim info either)."""
         record = pods.get(pod.uid)
-        return [] if record is None else self.flow.dynamic_resources(record, container)
+        if record is None or not record.has_claims or record.phase == "Pending":
+            return []
+        return self.dynamic.dynamic_resources(record.dra_pod, container)
 
-    async def stop_flow(self) -> None:
-        """Stop what reacts to pods and slices; the manager goes last, after the servers that read it."""
-        await self.flow.stop()
-        await self.slices.stop()
+    async def stop_control(self) -> None:
+        """Stop what reacts to slices and saves claims; the manager goes last, after the servers that
+        read it."""
+        await self.control.stop()
 
 
 async def start_dra(
     config: NodeConfig,
     paths: NodePaths,
     *,
-    known_pods: Callable[[], Collection[str]],
     active_pods: Callable[[], Iterable[str]],
     registry: CollectorRegistry,
 ) -> DRAParts:
     """The started DRA parts; raises NodeStartError with one line when one of them cannot start."""
-    slices = SliceFolder(paths.resourceslices, config.node_name, use_inotify=config.use_inotify)
     try:
         fault = checkpoint_fault_from_env(os.environ, DRA_CHECKPOINT_FAULT_ENV)
     except ValueError as err:
         raise NodeStartError(str(err)) from None
-    state_file = ClaimStateFile(paths.root)
     try:
-        state = await asyncio.to_thread(state_file.load)
-    except ClaimStateError as err:
+        control = await ControlPlane.load(
+            paths.root, paths.resourceslices, node_name=config.node_name, use_inotify=config.use_inotify
+        )
+    except ClaimStoreError as err:
         raise NodeStartError(str(err)) from None
-    flow = DRAFlow(
-        state,
-        state_file,
-        node_name=config.node_name,
-        pools=slices.pools,
-        known_pods=known_pods,
-        retry_period=config.dra_retry_period,
-        reconcile_period=config.dra_reconcile_period,
-    )
     dra = DRAManager(
         paths.root,
-        claims=flow.claims,
+        claims=control.claims,
         registry=registry,
         wipe_delay=config.dra_wipe_delay,
         reconcile_period=config.dra_reconcile_period,
         active_pods=active_pods,
-        on_wipe=slices.wipe_driver,
+        on_wipe=control.slices.wipe_driver,
         checkpoint_fault=fault,
     )
     try:
@@ -90,7 +83,5 @@ async def start_dra(
     except DRACheckpointError as err:
         hint = REFUSED_HINT if err.corrupt else "make the folder usable"
         raise NodeStartError(f"{dra.checkpoint_path}: {err} — {hint}") from None
-    flow.manager = dra
-    slices.on_change = flow.changed
-    await slices.start()
-    return DRAParts(dra, flow, slices)
+    await control.start()
+    return DRAParts(control, dra, DynamicResources(dra))

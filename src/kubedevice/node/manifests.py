@@ -14,19 +14,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubedevice.dra import types as dra
-from kubedevice.manager.registration import is_extended_resource_name
 from kubedevice.manager.types import Container, Pod
 from kubedevice.resource.document_file import ManifestError, load_documents
 from kubedevice.resource.documents import DRADocument, check_kind, parse_dra_document
-from kubedevice.resource.fields import DocumentError, Fields, is_dns_subdomain
+from kubedevice.resource.fields import DocumentError, Fields
 from kubedevice.resource.identity import document_digest, document_uid
 from kubedevice.resource.model import (
     IMPLICIT_EXTENDED_RESOURCE_PREFIX,
     DeviceClassDocument,
-    PodClaims,
     SelectorCompiler,
 )
-from kubedevice.resource.pod_claims import read_pod_claims
+from kubedevice.resource.names import is_dns_subdomain, is_extended_resource_name
+from kubedevice.resource.pod_claims import PodClaims, read_pod_claims
 from kubedevice.resource.quantity import parse_device_count
 
 #: Annotation that marks a pod as finished ("Succeeded"); such a pod is never admitted.
@@ -56,11 +55,11 @@ class PodManifest:
         self,
         claim_statuses: Mapping[str, str | None] | None = None,
         extended_resource_claim: dra.ExtendedResourceClaimStatus | None = None,
-    ) -> dra.Pod:
+    ) -> dra.DRAPod:
         """The pod as the DRA manager sees it, with the statuses the daemon decided for it."""
         pod = self.pod
-        return self.claims.to_dra_pod(
-            pod.uid, pod.namespace, pod.name, claim_statuses, extended_resource_claim
+        return dra.DRAPod.from_claims(
+            pod.uid, pod.namespace, pod.name, self.claims, claim_statuses, extended_resource_claim
         )
 
 
@@ -99,8 +98,6 @@ def parse_file(
     for index, doc in enumerate(flat):
         where = f"document {index + 1}: " if many else ""
         try:
-            if not isinstance(doc, Mapping):
-                raise DocumentError(f"not an object (a {type(doc).__name__}, not a mapping)", anonymous=True)
             kind, version = check_kind(doc)
             if kind == "Pod":
                 pods.append(_parse_pod(doc, where, file_name, source))

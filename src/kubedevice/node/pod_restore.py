@@ -7,10 +7,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Set
 
+from kubedevice.controlplane.plane import ControlPlane
 from kubedevice.dra import DRAError
 from kubedevice.manager import DeviceManager, Pod
 from kubedevice.node.admission import allocate_pod, start_containers
-from kubedevice.node.dynamic_resources import DRAFlow, has_claims
+from kubedevice.node.dynamic_resources import DynamicResources
 from kubedevice.node.manifests import PodManifest
 from kubedevice.node.pods import PodRecord
 from kubedevice.node.state import SavedPod
@@ -37,7 +38,11 @@ def restore_terminated(record: PodRecord, saved: SavedPod | None) -> bool:
 
 
 async def restore_running(
-    topology: TopologyManager, manager: DeviceManager, dra: DRAFlow, record: PodRecord
+    topology: TopologyManager,
+    manager: DeviceManager,
+    control: ControlPlane,
+    dynamic: DynamicResources,
+    record: PodRecord,
 ) -> bool:
     """A pod that was Running before the restart (same boot) goes on without a new admission: True.
 
@@ -49,10 +54,10 @@ async def restore_running(
     """
     record.warnings = await allocate_pod(topology, manager, record.device_pod, already_running=True)
     options = await start_containers(manager, record.device_pod, already_running=True)
-    if has_claims(record):
-        dra.restore(record)
+    if record.has_claims:
+        record.dra_pod = control.restore(record.pod, record.manifest.claims)
         try:
-            options = dra.run_options(record, options)
+            options = dynamic.run_options(record.dra_pod, options)
         except DRAError as err:
             log.warning("pod %s is admitted again: %s", pod_name(record.pod), err)
             return False
@@ -62,7 +67,7 @@ async def restore_running(
 
 
 def remembered(
-    pods: Iterable[PodRecord], starting: Set[str], with_devices: Set[str], dra: DRAFlow
+    pods: Iterable[PodRecord], starting: Set[str], with_devices: Set[str], dynamic: DynamicResources
 ) -> dict[str, SavedPod]:
     """What the state file keeps: the pods a restart cannot learn from the checkpoints.
 
@@ -76,16 +81,16 @@ def remembered(
         if record.uid in starting:
             kept[record.uid] = record.saved("Running")
             continue
-        running = record.phase == "Running" and not on_record(record, with_devices, dra)
+        running = record.phase == "Running" and not on_record(record, with_devices, dynamic)
         if not record.terminating and (running or not record.active):
             kept[record.uid] = record.saved()
     return kept
 
 
-def on_record(record: PodRecord, with_devices: Set[str], dra: DRAFlow) -> bool:
+def on_record(record: PodRecord, with_devices: Set[str], dynamic: DynamicResources) -> bool:
     """A checkpoint shows the pod running: its DRA claims' entries, or else its device checkpoint entry."""
-    if has_claims(record):
-        return dra.prepared_on_record(record)
+    if record.has_claims:
+        return dynamic.prepared_on_record(record.dra_pod)
     return record.uid in with_devices
 
 

@@ -10,6 +10,7 @@ from kubedevice.manager.types import Pod, RunContainerOptions
 
 if TYPE_CHECKING:
     from kubedevice.controlplane.extended import ExtendedRoutes
+    from kubedevice.dra.types import DRAPod
     from kubedevice.node.manifests import PodManifest
     from kubedevice.node.state import SavedPod
 
@@ -39,6 +40,8 @@ class PodRecord:
     _routes: ExtendedRoutes | None = None
     #: The pod without those resources, as the device manager sees it.
     _device_pod: Pod | None = None
+    #: The pod as the DRA manager is handed it, from the control plane's last answer (its claim statuses).
+    _dra_pod: DRAPod | None = None
     #: The table holding the record, told of every phase change (it keeps the active UIDs).
     _table: PodTable | None = field(default=None, repr=False, compare=False)
 
@@ -82,6 +85,21 @@ class PodRecord:
 
         self._routes = routes
         self._device_pod = without_dra_resources(self.pod, routes) if routes else None
+
+    @property
+    def has_claims(self) -> bool:
+        """The pod has claims: in its manifest, or the special claim of its DRA-backed extended resources."""
+        return bool(self.manifest.claims) or bool(self._routes)
+
+    @property
+    def dra_pod(self) -> DRAPod:
+        """The pod as the DRA manager is handed it: the control plane's last answer for it, else its
+        manifest's own view (no generated claim named yet)."""
+        return self._dra_pod if self._dra_pod is not None else self.manifest.dra_pod()
+
+    @dra_pod.setter
+    def dra_pod(self, pod: DRAPod) -> None:
+        self._dra_pod = pod
 
     @property
     def device_pod(self) -> Pod:

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kubedevice.statusapi import contract
 from kubedevice.statusapi.http import Handler, PrefixHandler, Response
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from kubedevice.controlplane.slice_folder import SliceFolder
+    from kubedevice.controlplane.plane import ControlPlane
+    from kubedevice.dra import DRAManager
     from kubedevice.manager import DeviceManager
-    from kubedevice.node.dynamic_resources import DRAFlow
     from kubedevice.node.pods import PodTable
     from kubedevice.topology import TopologyManager
 
@@ -29,8 +31,8 @@ class StatusAPI:
     topology: TopologyManager
     scope: str
     checkpoint: Path
-    dra: DRAFlow
-    slices: SliceFolder
+    control: ControlPlane
+    dra: DRAManager
     node_name: str
     pods: PodTable
     bad_files: Callable[[], Mapping[str, str]]
@@ -38,31 +40,31 @@ class StatusAPI:
 
     def routes(self) -> dict[str, Handler]:
         return {
-            "/healthz": lambda: Response.text("ok\n"),
-            "/metrics": self._metrics,
-            "/node": self._node,
-            "/pods": self._pods,
-            "/claims": self._claims,
-            "/resourceslices": self._slices,
+            contract.HEALTHZ: lambda: Response.text("ok\n"),
+            contract.METRICS: self._metrics,
+            contract.NODE: self._node,
+            contract.PODS: self._pods,
+            contract.CLAIMS: self._claims,
+            contract.RESOURCESLICES: self._slices,
         }
 
     def prefixes(self) -> dict[str, PrefixHandler]:
-        return {"/claims/": self._claim}
+        return {contract.CLAIM_PREFIX: self._claim}
 
     def _node(self) -> Response:
         from kubedevice.node import views
         from kubedevice.node.claim_views import node_dra_view
 
         view = views.node_view(self.manager, self.checkpoint, self.topology, self.scope)
-        warnings = self.dra.coexistence_warnings(view["resources"])
-        view.update(node_dra_view(self.node_name, self.dra.manager, self.slices, warnings))
+        warnings = self.control.coexistence_warnings(view["resources"])
+        view.update(node_dra_view(self.node_name, self.dra, self.control.slices, warnings))
         return Response.json(view)
 
     def _pods(self) -> Response:
         from kubedevice.node import views
         from kubedevice.node.claim_views import DRAPodView
 
-        claims = DRAPodView(self.dra)
+        claims = DRAPodView(self.control, self.dra)
         return Response.json(
             views.pods_view(self.manager, self.pods, self.bad_files(), self.topology, claims)
         )
@@ -70,23 +72,17 @@ class StatusAPI:
     def _claims(self) -> Response:
         from kubedevice.node.claim_views import claims_view
 
-        return Response.json(claims_view(self.dra, self.pods))
+        return Response.json(claims_view(self.control, self.dra, self.pods))
 
     def _claim(self, rest: str) -> Response:
-        from kubedevice.node.claim_views import claim_answer, claim_path, not_found
+        from kubedevice.node.claim_views import claim_answer
 
-        where = claim_path(rest)
-        if where is None:
-            return Response.json(
-                {"error": f"no such path /claims/{rest}; try /claims/<namespace>/<name>"}, 404
-            )
-        claim = claim_answer(self.dra, *where)
-        return Response.json(claim) if claim is not None else Response.json(not_found(where[1]), 404)
+        return Response.json(*contract.answer_claim(rest, partial(claim_answer, self.control)))
 
     def _slices(self) -> Response:
         from kubedevice.node.claim_views import slices_view
 
-        return Response.json(slices_view(self.slices))
+        return Response.json(slices_view(self.control.slices))
 
     def _metrics(self) -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest

@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 
 from kubedevice.plugin.errors import ConfigError
+from kubedevice.resource.names import QUALIFIED_NAME, REQUESTS_PREFIX, is_dns_subdomain
 
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _UNSAFE_IN_FILE_NAME = re.compile(r"[^A-Za-z0-9._-]")
 #: sun_path is 108 bytes on Linux, one of which is the terminating NUL.
 MAX_SOCKET_PATH_BYTES = 107
@@ -21,14 +20,14 @@ def resource_name_problem(name: str) -> str | None:
     """
     if "/" not in name or "kubernetes.io/" in name:
         return f"resource name {name!r} must be <vendor-domain>/<name> and not in the kubernetes.io domain"
-    if name.startswith("requests."):
+    if name.startswith(REQUESTS_PREFIX):
         return f"resource name {name!r} must not start with 'requests.'"
-    prefix, _, local = ("requests." + name).partition("/")
+    prefix, _, local = (REQUESTS_PREFIX + name).partition("/")
     if "/" in local:
         return f"resource name {name!r} must contain exactly one '/'"
-    if len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix):
+    if not is_dns_subdomain(prefix):
         return f"resource name {name!r}: vendor domain must be a lower-case DNS subdomain"
-    if len(local) > 63 or not _QUALIFIED_NAME.fullmatch(local):
+    if len(local) > 63 or not QUALIFIED_NAME.fullmatch(local):
         return (
             f"resource name {name!r}: the part after '/' must be 1-63 characters of "
             "letters, digits, '-', '_' or '.', starting and ending with a letter or digit"

@@ -1,4 +1,5 @@
-"""The manifest folder's DRA documents: Namespace, ResourceClaim, ResourceClaimTemplate and DeviceClass.
+"""The manifest folder's DRA documents: Namespace, ResourceClaim, ResourceClaimTemplate and DeviceClass;
+`read_document` reads those and a ResourceSlice alike (what a caller of the scheduler library holds).
 
 Every supported version (`resource.k8s.io/v1`, `v1beta2`, `v1beta1`) is read into the v1 shapes of
 `node.dra.model`. A document's default UID comes from the decoded document (node.identity), so a comment
@@ -11,21 +12,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kubedevice.dra.types import ConsumerReference, DeviceRequestAllocationResult
-from kubedevice.manager.registration import is_extended_resource_name
 from kubedevice.resource.claim_spec import SpecReader
 from kubedevice.resource.fields import DocumentError, Fields
 from kubedevice.resource.identity import document_uid
 from kubedevice.resource.model import (
-    Allocation,
+    AllocationResult,
     ClaimDocument,
     ClaimTemplateDocument,
+    ConsumerReference,
     DeviceAllocationConfiguration,
     DeviceClassDocument,
+    DeviceRequestAllocationResult,
     NamespaceDocument,
     ObjectMeta,
+    ResourceSliceDocument,
     SelectorCompiler,
 )
+from kubedevice.resource.names import is_extended_resource_name
+from kubedevice.resource.slice_document import parse_slice
 
 __all__ = [
     "DRA_GROUP",
@@ -35,6 +39,7 @@ __all__ = [
     "DocumentError",
     "check_kind",
     "parse_dra_document",
+    "read_document",
 ]
 
 DRA_GROUP = "resource.k8s.io"
@@ -44,15 +49,20 @@ DRA_KINDS = ("ResourceClaim", "ResourceClaimTemplate", "DeviceClass")
 CORE_KINDS = ("Pod", "Namespace")
 SUPPORTED_KINDS = (*CORE_KINDS, *DRA_KINDS)
 _CLUSTER_SCOPED = ("Namespace", "DeviceClass")
+#: What `read_document` reads: every kind the scheduler's inputs come in.
+_READABLE_KINDS = ("Namespace", *DRA_KINDS, "ResourceSlice")
 
 DRADocument = NamespaceDocument | ClaimDocument | ClaimTemplateDocument | DeviceClassDocument
 
 
-def check_kind(doc: Mapping[str, Any], kinds: tuple[str, ...] = SUPPORTED_KINDS) -> tuple[str, str]:
-    """(kind, version) of a document a manifest may hold; DocumentError with the user's text otherwise.
+def check_kind(doc: object, kinds: tuple[str, ...] = SUPPORTED_KINDS) -> tuple[str, str]:
+    """(kind, version) of a decoded document a manifest may hold; DocumentError with the user's text
+    otherwise (a document that is not an object, too).
 
     `version` is the part after the group for `resource.k8s.io` kinds and `v1` for Pod and Namespace.
     """
+    if not isinstance(doc, Mapping):
+        raise DocumentError(f"not an object (a {type(doc).__name__}, not a mapping)", anonymous=True)
     kind = doc.get("kind")
     if not isinstance(kind, str) or not kind:
         raise DocumentError("no kind", anonymous=True)
@@ -122,6 +132,19 @@ def parse_dra_document(
     )
 
 
+def read_document(
+    doc: Any, source: str = "", compiler: SelectorCompiler | None = None
+) -> DRADocument | ResourceSliceDocument:
+    """One decoded document (`document_file.load_documents` gives them) of kind Namespace, ResourceClaim,
+    ResourceClaimTemplate, DeviceClass or ResourceSlice, in any supported version, checked; DocumentError
+    with the user's text otherwise. `source` names where it was read (part of the default UID);
+    `compiler` checks CEL selectors (None: not checked)."""
+    kind, version = check_kind(doc, _READABLE_KINDS)
+    if kind == "ResourceSlice":
+        return parse_slice(doc, version, source)
+    return parse_dra_document(doc, kind, version, source, compiler)
+
+
 def _metadata(doc: Mapping[str, Any], kind: str, source: str) -> ObjectMeta:
     f = Fields(f"{kind}: ")
     metadata = f.mapping(doc.get("metadata"), "metadata")
@@ -155,7 +178,7 @@ def _metadata(doc: Mapping[str, Any], kind: str, source: str) -> ObjectMeta:
     )
 
 
-def _allocation(f: Fields, reader: SpecReader, value: Any, path: str) -> Allocation | None:
+def _allocation(f: Fields, reader: SpecReader, value: Any, path: str) -> AllocationResult | None:
     """A user-written `status.allocation`: trusted as the kubelet trusts the API server, only its shape
     is checked (it may name devices no slice lists)."""
     if value is None:
@@ -196,7 +219,7 @@ def _allocation(f: Fields, reader: SpecReader, value: Any, path: str) -> Allocat
                 reader.opaque(c.get("opaque"), f"{at}.opaque"),
             )
         )
-    return Allocation(tuple(results), tuple(config), _node_name(allocation.get("nodeSelector")))
+    return AllocationResult(tuple(results), tuple(config), _node_name(allocation.get("nodeSelector")))
 
 
 def _node_name(selector: Any) -> str:
@@ -228,8 +251,9 @@ def _reserved_for(f: Fields, value: Any, path: str) -> tuple[ConsumerReference, 
     return tuple(out)
 
 
-def read_allocation(value: Any, where: str) -> Allocation | None:
-    """A v1 `status.allocation` JSON value (as `Allocation.to_json` writes it); errors start with `where`."""
+def read_allocation(value: Any, where: str) -> AllocationResult | None:
+    """A v1 `status.allocation` JSON value (as `AllocationResult.to_json` writes it); errors start with
+    `where`."""
     f = Fields(where)
     return _allocation(f, SpecReader(f, "v1", None), value, "allocation")
 

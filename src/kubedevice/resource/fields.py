@@ -6,11 +6,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kubedevice.dra.types import OwnerReference
+from kubedevice.resource.model import OwnerReference
+from kubedevice.resource.names import is_dns_label, is_dns_subdomain
 
-_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS_LABEL = re.compile(_LABEL)
-_DNS_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
 # A C identifier of at most 32 characters, optionally `<DNS subdomain>/`-qualified: the API's attribute
 # and capacity names.
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
@@ -26,14 +24,6 @@ class DocumentError(ValueError):
     def __init__(self, message: str, *, anonymous: bool = False) -> None:
         super().__init__(message)
         self.anonymous = anonymous
-
-
-def is_dns_label(name: str) -> bool:
-    return len(name) <= 63 and _DNS_LABEL.fullmatch(name) is not None
-
-
-def is_dns_subdomain(name: str) -> bool:
-    return len(name) <= 253 and _DNS_SUBDOMAIN.fullmatch(name) is not None
 
 
 def is_qualified_attribute(name: str, *, domain_required: bool) -> bool:

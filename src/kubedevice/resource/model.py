@@ -10,21 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
-from kubedevice.dra import types as dra
-from kubedevice.dra.types import (
-    AllocationResult,
-    ConsumerReference,
-    ContainerClaim,
-    DeviceRequestAllocationResult,
-    ExtendedResourceClaimStatus,
-    OwnerReference,
-    PodClaim,
-)
-
 __all__ = [
     "IMPLICIT_EXTENDED_RESOURCE_PREFIX",
-    "Allocation",
     "AllocationMode",
+    "AllocationResult",
     "AttributeValue",
     "ClaimDocument",
     "ClaimTemplateDocument",
@@ -42,7 +31,7 @@ __all__ = [
     "NamespaceDocument",
     "ObjectMeta",
     "OpaqueConfig",
-    "PodClaims",
+    "OwnerReference",
     "Pool",
     "ResourceClaimSpec",
     "ResourceSliceDocument",
@@ -160,6 +149,39 @@ class ResourceClaimSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class DeviceRequestAllocationResult:
+    """One `status.allocation.devices.results[]` entry: the device a request got."""
+
+    request: str
+    driver: str
+    pool: str
+    device: str
+    admin_access: bool | None = None
+    share_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerReference:
+    """One `status.reservedFor[]` entry; the kubelet compares only the UID."""
+
+    resource: str
+    name: str
+    uid: str
+    api_group: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerReference:
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool = False
+    #: Set on the references the claim controller writes: the owner is not deleted before the claim.
+    block_owner_deletion: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceAllocationConfiguration:
     source: ConfigSource
     requests: tuple[str, ...] = ()
@@ -167,16 +189,18 @@ class DeviceAllocationConfiguration:
 
 
 @dataclass(frozen=True, slots=True)
-class Allocation:
-    """A claim's `status.allocation`: written by the user, or made by the daemon's allocator."""
+class AllocationResult:
+    """A claim's `status.allocation`: written by the user, or made by the daemon's allocator; what the DRA
+    manager reads of a claim's allocation too."""
 
     results: tuple[DeviceRequestAllocationResult, ...] = ()
     config: tuple[DeviceAllocationConfiguration, ...] = ()
     node_name: str = ""
 
-    def to_dra(self) -> AllocationResult:
-        """What the DRA manager reads of it."""
-        return AllocationResult(results=self.results)
+    @property
+    def drivers(self) -> list[str]:
+        """The claim's drivers, each once, in the order of their first result."""
+        return list(dict.fromkeys(r.driver for r in self.results))
 
     def device_ids(self) -> tuple[DeviceID, ...]:
         return tuple((r.driver, r.pool, r.device) for r in self.results)
@@ -225,7 +249,7 @@ class ClaimDocument:
     meta: ObjectMeta
     spec: ResourceClaimSpec
     #: A user-written `status.allocation` (trusted as the kubelet trusts the API server), or None.
-    allocation: Allocation | None = None
+    allocation: AllocationResult | None = None
     #: `status.reservedFor` as written; None when the document has none (the daemon then reserves).
     reserved_for: tuple[ConsumerReference, ...] | None = None
 
@@ -312,42 +336,6 @@ class Pool:
     def devices(self) -> tuple[SliceDevice, ...]:
         """The pool's devices in published order (slices in order, devices in spec order)."""
         return tuple(d for s in self.slices for d in s.devices)
-
-
-# --- the pod side ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PodClaims:
-    """A node pod's DRA fields: `spec.resourceClaims` and each container's `resources.claims`."""
-
-    resource_claims: tuple[PodClaim, ...] = ()
-    #: container name -> its `resources.claims`, init containers first, in spec order; every container
-    #: of the pod is listed, with () when it uses no claim.
-    container_claims: tuple[tuple[str, tuple[ContainerClaim, ...]], ...] = ()
-
-    def __bool__(self) -> bool:
-        return bool(self.resource_claims)
-
-    def to_dra_pod(
-        self,
-        uid: str,
-        namespace: str,
-        name: str,
-        claim_statuses: Mapping[str, str | None] | None = None,
-        extended_resource_claim: ExtendedResourceClaimStatus | None = None,
-    ) -> dra.Pod:
-        """The pod as the DRA manager sees it; the statuses are the caller's (the daemon plays the
-        resource claim controller that writes `status.resourceClaimStatuses`)."""
-        return dra.Pod(
-            uid=uid,
-            namespace=namespace,
-            name=name,
-            resource_claims=self.resource_claims,
-            containers=tuple(dra.Container(name=n, claims=c) for n, c in self.container_claims),
-            claim_statuses=dict(claim_statuses or {}),
-            extended_resource_claim=extended_resource_claim,
-        )
 
 
 # --- one scan -------------------------------------------------------------------------------------

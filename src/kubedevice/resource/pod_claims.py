@@ -1,13 +1,60 @@
-"""A pod manifest's DRA fields: `spec.resourceClaims` and each container's `resources.claims`."""
+"""A pod's DRA fields (core/v1 Pod): `spec.resourceClaims`, each container's `resources.claims`, and the
+`status` fields that name the claims made for it; and reading them from a pod document."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from kubedevice.dra.types import ContainerClaim, PodClaim
 from kubedevice.resource.fields import Fields
-from kubedevice.resource.model import PodClaims
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    """One entry of `pod.spec.resourceClaims`: a claim by name, or a template the claim is made from."""
+
+    name: str
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerClaim:
+    """One entry of `container.resources.claims`: a pod claim and optionally one of its requests."""
+
+    name: str
+    request: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestMapping:
+    """`status.extendedResourceClaimStatus.requestMappings[]`: which request serves a container's resource."""
+
+    container_name: str
+    resource_name: str
+    request_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ExtendedResourceClaimStatus:
+    """The special claim that meets a pod's extended resources through DRA."""
+
+    resource_claim_name: str
+    request_mappings: tuple[RequestMapping, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaims:
+    """A node pod's DRA fields: `spec.resourceClaims` and each container's `resources.claims`."""
+
+    resource_claims: tuple[PodClaim, ...] = ()
+    #: container name -> its `resources.claims`, init containers first, in spec order; every container
+    #: of the pod is listed, with () when it uses no claim.
+    container_claims: tuple[tuple[str, tuple[ContainerClaim, ...]], ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.resource_claims)
 
 
 def read_pod_claims(

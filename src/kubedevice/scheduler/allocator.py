@@ -1,6 +1,6 @@
 """The local allocator: the scheduler's structured allocation for the claims of one pod, on this node.
 
-`allocate(AllocationRequest)` returns one Allocation per claim, in the request's order, or raises
+`allocate(AllocationRequest)` returns one AllocationResult per claim, in the request's order, or raises
 Unschedulable with the message the pod's Pending status shows. All claims of the pod go into one search
 and are allocated together or not at all. Candidates are taken in a fixed order: pools by (driver, pool
 name) compared as bytes, slices as published, devices in `spec.devices` order (docs/kubelet-map.md).
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from kubedevice.resource.model import (
-    Allocation,
+    AllocationResult,
     DeviceClassDocument,
     DeviceRequestAllocationResult,
     DeviceSubRequest,
@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 
-def allocate(request: AllocationRequest, selectors: CelSelectors | None = None) -> list[Allocation]:
+def allocate(request: AllocationRequest, selectors: CelSelectors | None = None) -> list[AllocationResult]:
     """One allocation per claim, or Unschedulable. Pass the daemon's long-lived `selectors`: its cache
     is what keeps repeated searches cheap (a fresh one is made otherwise)."""
     for claim in request.claims:
@@ -74,7 +74,7 @@ def allocate(request: AllocationRequest, selectors: CelSelectors | None = None) 
                 f"invalid resource pools were encountered: {pool.driver}/{pool.name}: {pool.invalid}"
             )
         raise Unschedulable("cannot allocate all claims: " + explain_failure(search, request.claims))
-    allocations: list[Allocation] = []
+    allocations: list[AllocationResult] = []
     for index, claim in enumerate(request.claims):
         results = tuple(
             DeviceRequestAllocationResult(
@@ -87,7 +87,7 @@ def allocate(request: AllocationRequest, selectors: CelSelectors | None = None) 
             for taken in search.results[index]
         )
         config = build_config(claim.spec, index, search)
-        allocations.append(Allocation(results=results, config=config, node_name=request.node_name))
+        allocations.append(AllocationResult(results=results, config=config, node_name=request.node_name))
     return allocations
 
 

@@ -2,27 +2,36 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 
+from kubedevice.resource.documents import DRADocument
 from kubedevice.resource.model import (
+    ClaimDocument,
+    ClaimTemplateDocument,
     DeviceClassDocument,
     DeviceID,
     NamespaceDocument,
     Pool,
     ResourceClaimSpec,
+    ResourceSliceDocument,
 )
+from kubedevice.scheduler.pools import gather_pools
 
-__all__ = ["ADMIN_ACCESS_LABEL", "AllocationRequest", "ClaimToAllocate", "Unschedulable"]
+__all__ = ["ADMIN_ACCESS_LABEL", "UNSCHEDULABLE", "AllocationRequest", "ClaimToAllocate", "Unschedulable"]
 
 #: The namespace label that allows `adminAccess` requests (the API server's check).
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 
 
+#: The scheduler's reason when no allocation or reservation is possible: the pod's status reason.
+UNSCHEDULABLE = "Unschedulable"
+
+
 class Unschedulable(Exception):
     """No allocation: the pod stays Pending with reason `Unschedulable` and this message."""
 
-    reason = "Unschedulable"
+    reason = UNSCHEDULABLE
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -31,6 +40,8 @@ class Unschedulable(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ClaimToAllocate:
+    """One claim the search must allocate: where it lives and its spec."""
+
     namespace: str
     name: str
     spec: ResourceClaimSpec
@@ -51,3 +62,56 @@ class AllocationRequest:
     in_use: Set[DeviceID]
     namespaces: Mapping[str, NamespaceDocument]
     node_name: str
+
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Iterable[DRADocument | ResourceSliceDocument],
+        node_name: str,
+        in_use: Iterable[DeviceID] = (),
+    ) -> AllocationRequest:
+        """The request a scheduler would make for node `node_name` from these documents (as
+        `kubedevice.resource.documents.read_document` reads them).
+
+        Every ResourceClaim without `status.allocation` is allocated, together, in the order given (as
+        one pod's claims); the devices of those with one are in use (results with adminAccess excepted),
+        besides `in_use`. The ResourceSlices are gathered into pools as `gather_pools` does (its
+        SliceScan says which slices were ignored and why). A ResourceClaimTemplate is refused with
+        ValueError: the scheduler sees the claim made from it, never the template.
+        """
+        claims: list[ClaimToAllocate] = []
+        classes: dict[str, DeviceClassDocument] = {}
+        namespaces: dict[str, NamespaceDocument] = {}
+        slices: list[ResourceSliceDocument] = []
+        used = set(in_use)
+        for document in documents:
+            if isinstance(document, ClaimDocument):
+                if document.allocation is None:
+                    claims.append(ClaimToAllocate(document.meta.namespace, document.meta.name, document.spec))
+                else:
+                    used.update(
+                        (r.driver, r.pool, r.device)
+                        for r in document.allocation.results
+                        if not r.admin_access
+                    )
+            elif isinstance(document, DeviceClassDocument):
+                classes[document.meta.name] = document
+            elif isinstance(document, NamespaceDocument):
+                namespaces[document.meta.name] = document
+            elif isinstance(document, ResourceSliceDocument):
+                slices.append(document)
+            elif isinstance(document, ClaimTemplateDocument):
+                raise ValueError(
+                    f"ResourceClaimTemplate {document.meta.key}: the scheduler allocates the claims made "
+                    "from templates, not templates"
+                )
+            else:
+                raise TypeError(f"not a document the scheduler reads: {type(document).__name__}")
+        return cls(
+            claims=tuple(claims),
+            classes=classes,
+            pools=gather_pools(slices, node_name).pools,
+            in_use=frozenset(used),
+            namespaces=namespaces,
+            node_name=node_name,
+        )

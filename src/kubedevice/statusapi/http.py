@@ -1,4 +1,5 @@
-"""A small HTTP/1.1 server and client for the status API, over a unix socket and optionally TCP.
+"""The status API's small HTTP/1.1 server, over a unix socket and optionally TCP (its client is
+:mod:`.client`).
 
 Only GET without a body is needed; each response closes the connection. Handlers are plain functions
 run on the loop, so they read the daemon's state without locks.
@@ -146,46 +147,3 @@ class StatusServer:
 def _remove_stale(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
-
-
-class StatusClientError(Exception):
-    """The status API could not be reached or answered with an error; str() is one line."""
-
-
-async def get(unix_path: Path, path: str, wait: float = 5.0) -> bytes:
-    """GET `path` over the daemon's unix socket; returns the body of a 200 answer."""
-    status, body = await get_answer(unix_path, path, wait)
-    if status != 200:
-        raise StatusClientError(f"GET {path} failed: HTTP {status}: {body.decode(errors='replace').strip()}")
-    return body
-
-
-async def get_answer(unix_path: Path, path: str, wait: float = 5.0) -> tuple[int, bytes]:
-    """GET `path` over the daemon's unix socket; returns the status code and body of any answer.
-
-    For callers that tell answers apart (a claim not found is not a daemon failure); an unreachable
-    daemon or a malformed answer still raises StatusClientError.
-    """
-    try:
-        async with asyncio.timeout(wait):
-            reader, writer = await asyncio.open_unix_connection(str(unix_path))
-            try:
-                writer.write(f"GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
-                await writer.drain()
-                raw = await reader.read()
-            finally:
-                writer.close()
-                with contextlib.suppress(ConnectionError):
-                    await writer.wait_closed()
-    except TimeoutError:
-        raise StatusClientError(f"no answer from {unix_path} within {wait:g}s") from None
-    except OSError as err:
-        raise StatusClientError(
-            f"cannot reach the node daemon at {unix_path}: {err.strerror or err} "
-            "(is `kubedevice node` running?)"
-        ) from None
-    head, sep, body = raw.partition(b"\r\n\r\n")
-    status_line = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
-    if not sep or len(status_line) < 2 or not status_line[1].isdigit():
-        raise StatusClientError(f"malformed answer from {unix_path}")
-    return int(status_line[1]), body

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kubedevice.api.constants import CHECKPOINT_NAME, KUBELET_SOCKET_NAME
+from kubedevice.statusapi.contract import SOCKET_NAME
 
 #: The longest unix socket path Linux accepts (sun_path is 108 bytes with the terminating NUL).
 _MAX_SOCKET_PATH = 107
@@ -44,7 +45,7 @@ class NodePaths:
 
     @property
     def status_socket(self) -> Path:
-        return self.root / "kubedevice.sock"
+        return self.root / SOCKET_NAME
 
     @property
     def state_file(self) -> Path:

@@ -15,7 +15,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 import yaml
 
@@ -24,24 +23,24 @@ from kubedevice.dra import (
     AllocationResult,
     ClaimNotFoundError,
     ConsumerReference,
-    Container,
     ContainerClaim,
     DeviceRequestAllocationResult,
+    DRAContainer,
     DRAError,
     DRAManager,
-    Pod,
+    DRAPod,
     PodClaim,
     ResourceClaim,
 )
 from kubedevice.dra.plugins import DriverStatus
 from kubedevice.plugin import DevicePlugin
 from kubedevice.plugin.dra.backend.slice_file import slice_file
-from kubedevice.plugin.dra.backend.standalone import DAEMON_SOCKET, StandaloneBackend
+from kubedevice.plugin.dra.backend.standalone import StandaloneBackend
 from kubedevice.plugin.dra.runner import FacesServer
 from kubedevice.plugin.errors import ConfigError
 from kubedevice.pluginwatcher.handler import WatcherOptions
 from kubedevice.pluginwatcher.watcher import PluginWatcher
-from kubedevice.statusapi.http import Response, StatusServer
+from kubedevice.statusapi.stand_in import StandInStatusAPI
 from kubedevice.testing.kubelet import RECHECK_S, PluginCallFailed
 
 T = TypeVar("T")
@@ -97,15 +96,20 @@ class StandInDRAKubelet:
     def __init__(self, kubelet_dir: Path, *, timeout: float = 10.0) -> None:
         self.kubelet_dir = Path(kubelet_dir)
         self.timeout = timeout
-        self.node_name = NODE_NAME
         self._claims: dict[tuple[str, str], _Claim] = {}
-        self._routes: dict[str, Callable[[], Response]] = {
-            "/node": lambda: Response.json({"nodeName": self.node_name}),
-        }
-        self._status = StatusServer(self._routes)
+        self._status = StandInStatusAPI(self.kubelet_dir, NODE_NAME)
         self._manager: DRAManager | None = None
         self._watcher: PluginWatcher | None = None
         self._plugins: list[FacesServer] = []
+
+    @property
+    def node_name(self) -> str:
+        """The node name the status API reports: the pool of the driver's devices."""
+        return self._status.node_name
+
+    @node_name.setter
+    def node_name(self, name: str) -> None:
+        self._status.node_name = name
 
     @property
     def manager(self) -> DRAManager:
@@ -114,7 +118,7 @@ class StandInDRAKubelet:
         return self._manager
 
     async def start(self) -> None:
-        await self._status.start(self.kubelet_dir / DAEMON_SOCKET)
+        await self._status.start()
         await self._start_manager()
 
     async def _start_manager(self) -> None:
@@ -188,8 +192,7 @@ class StandInDRAKubelet:
         allocated = {r: (d,) if isinstance(d, str) else tuple(d) for r, d in devices.items()}
         claim = _Claim(name, namespace, f"uid-{namespace}-{name}", chosen, allocated)
         self._claims[(namespace, name)] = claim
-        path = f"/claims/{quote(namespace, safe='')}/{quote(name, safe='')}"
-        self._routes[path] = lambda: Response.json(claim.to_json(self.node_name))
+        self._status.put_claim(namespace, name, lambda: claim.to_json(self.node_name))
         return claim.uid
 
     async def get_claim(self, namespace: str, name: str) -> ResourceClaim:
@@ -199,13 +202,13 @@ class StandInDRAKubelet:
             raise ClaimNotFoundError(namespace, name)
         return claim.resource_claim(self.node_name)
 
-    def _pod(self, names: Sequence[str], namespace: str) -> Pod:
-        pod = Pod(
+    def _pod(self, names: Sequence[str], namespace: str) -> DRAPod:
+        pod = DRAPod(
             f"pod-{namespace}-{'-'.join(names)}",
             namespace,
             f"pod-{'-'.join(names)}",
             resource_claims=tuple(PodClaim(n, resource_claim_name=n) for n in names),
-            containers=(Container("main", tuple(ContainerClaim(n) for n in names)),),
+            containers=(DRAContainer("main", tuple(ContainerClaim(n) for n in names)),),
         )
         for name in names:
             claim = self._claims.get((namespace, name))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import signal
 import sys
 from dataclasses import dataclass, field
@@ -17,11 +16,12 @@ from typing import Any
 
 from kubedevice.conformance.process import PluginProcess
 from kubedevice.durable import replace_file
-from kubedevice.node.config import NodePaths
 from kubedevice.node.manifests import parse_manifest
 from kubedevice.plugin import Allocation, DevicePlugin, DeviceSpec, Mount, PluginServer
 from kubedevice.resource.document_file import ManifestError
-from kubedevice.statusapi.http import StatusClientError, get
+from kubedevice.statusapi import contract
+from kubedevice.statusapi.client import StatusClient, StatusClientError
+from kubedevice.statusapi.paths import NodePaths
 from kubedevice.testing.serving import ServedPlugin, serve_plugin
 
 #: The daemon as the installed package runs it, with this interpreter (no script on PATH needed).
@@ -170,7 +170,7 @@ class Node:
 
     async def status(self) -> NodeStatus:
         """The node's devices now (capacity, allocatable, healthy and unhealthy IDs per resource)."""
-        data = await self._get("/node")
+        data = await self._get(contract.NODE)
         resources = data.get("resources", {})
         return NodeStatus(
             capacity=dict(data.get("capacity", {})),
@@ -198,7 +198,7 @@ class Node:
             await asyncio.sleep(POLL_S)
 
     async def pods(self) -> list[PodStatus]:
-        return [_pod_status(entry) for entry in (await self._get("/pods"))["pods"]]
+        return [_pod_status(entry) for entry in (await self._get(contract.PODS))["pods"]]
 
     async def apply(self, pod_yaml: str, timeout: float | None = None) -> PodStatus:
         """Write one pod's manifest and wait for the daemon's decision: Running (admitted) or Failed."""
@@ -211,7 +211,7 @@ class Node:
         deadline = asyncio.get_running_loop().time() + limit
         last: PodStatus | None = None
         while True:
-            answer = await self._get("/pods")
+            answer = await self._get(contract.PODS)
             for bad in answer["manifestErrors"]:
                 if bad["file"] == file_name:
                     raise AssertionError(f"the node refused {file_name}: {bad['error']}")
@@ -229,7 +229,7 @@ class Node:
 
     async def _answers(self) -> bool:
         try:
-            await get(self.paths.status_socket, "/healthz", wait=1.0)
+            await StatusClient(self.paths.status_socket, wait=1.0).get(contract.HEALTHZ)
         except StatusClientError:
             return False
         return True
@@ -237,10 +237,9 @@ class Node:
     async def _get(self, path: str) -> Any:
         __tracebackhide__ = True
         try:
-            body = await get(self.paths.status_socket, path, wait=self.timeout)
+            return await StatusClient(self.paths.status_socket, wait=self.timeout).get_json(path)
         except StatusClientError as err:
             raise AssertionError(f"node status {path}: {err}; {self._last_log_line()}") from None
-        return json.loads(body)
 
     def _last_log_line(self) -> str:
         try:

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kubedevice.inventory.model import numa_label
-from kubedevice.top.model import DeviceCell, ResourceDevices, TopView
+from kubedevice.top.model import DeviceCell, ResourceRow, TopView
 from kubedevice.wording import counted
 
 #: Beyond this many devices a resource is summarised per NUMA node.
@@ -86,7 +86,7 @@ def _groups(devices: Iterable[DeviceCell]) -> list[tuple[str, list[DeviceCell]]]
     return [(f"NUMA {numa_label(nodes)}" if nodes else "no NUMA", cells) for nodes, cells in ordered]
 
 
-def _resource(r: ResourceDevices, numbers: dict[str, int], health_known: bool) -> RenderableType:
+def _resource(r: ResourceRow, numbers: dict[str, int], health_known: bool) -> RenderableType:
     counts = _Counts.of(r.devices).describe(len(r.devices), health_known)
     name = f"{r.resource} (DRA)" if r.dra else r.resource
     lines = [Text.assemble((name, "bold"), "  ", counts)]

@@ -20,7 +20,7 @@ class DeviceCell:
 
 
 @dataclass(frozen=True, slots=True)
-class ResourceDevices:
+class ResourceRow:
     resource: str
     devices: tuple[DeviceCell, ...]
     #: Said after the counts, e.g. that the resource's plugin is gone.
@@ -45,7 +45,7 @@ class HeldBy:
 class TopView:
     #: One line saying where the data comes from and how much it can tell.
     source: str
-    resources: tuple[ResourceDevices, ...]
+    resources: tuple[ResourceRow, ...]
     held: tuple[HeldBy, ...]
     #: False for a bare PodResources socket: free unhealthy devices are invisible there.
     health_known: bool
@@ -93,7 +93,7 @@ def from_status(source: str, node: dict[str, Any], pods: dict[str, Any]) -> TopV
             if info.get("endpoint") == "stopped" and stopped is not None
             else None
         )
-        resources.append(ResourceDevices(resource, _sorted_cells(cells), note))
+        resources.append(ResourceRow(resource, _sorted_cells(cells), note))
     resources.extend(_dra_drivers(node, holders))
     return TopView(source, tuple(resources), tuple(held), health_known=True)
 
@@ -110,9 +110,7 @@ def _claim_holders(pod: str, container: dict[str, Any]) -> list[HeldBy]:
     ]
 
 
-def _dra_drivers(
-    node: dict[str, Any], holders: dict[tuple[str, str], tuple[str, ...]]
-) -> list[ResourceDevices]:
+def _dra_drivers(node: dict[str, Any], holders: dict[tuple[str, str], tuple[str, ...]]) -> list[ResourceRow]:
     """Each DRA driver's published devices (`/node`), held or free; DRA has no device health to show."""
     drivers = {**node.get("unregisteredSliceDrivers", {}), **node.get("draDrivers", {})}
     out = []
@@ -120,7 +118,7 @@ def _dra_drivers(
         devices = set(info.get("devices", ())) | {d for r, d in holders if r == driver}
         cells = (DeviceCell(d, (), True, holders.get((driver, d), ())) for d in devices)
         note = None if driver in node.get("draDrivers", {}) else "DRA driver not registered"
-        out.append(ResourceDevices(driver, _sorted_cells(cells), note, dra=True))
+        out.append(ResourceRow(driver, _sorted_cells(cells), note, dra=True))
     return out
 
 
@@ -135,7 +133,7 @@ def from_podresources(source: str, view: PodResourcesView) -> TopView:
     held = [HeldBy(p, c, r, tuple(sorted(ids, key=natural_key))) for (p, c, r), ids in per_container.items()]
     holders = _holders(held)
     resources = tuple(
-        ResourceDevices(
+        ResourceRow(
             resource,
             _sorted_cells(
                 DeviceCell(
@@ -153,7 +151,7 @@ def from_podresources(source: str, view: PodResourcesView) -> TopView:
     dra_holders = _holders(claim_held)
     drivers = sorted({h.resource for h in claim_held})
     dra = tuple(
-        ResourceDevices(
+        ResourceRow(
             driver,
             _sorted_cells(
                 DeviceCell(d, (), True, pods) for (r, d), pods in dra_holders.items() if r == driver

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Protocol
 
 from kubedevice.inventory import PodResourcesError, PodResourcesReader
-from kubedevice.statusapi.http import StatusClientError, get
+from kubedevice.statusapi import contract
+from kubedevice.statusapi.client import StatusClient, StatusClientError
 from kubedevice.top.model import TopView, from_podresources, from_status
-
-STATUS_SOCKET_NAME = "kubedevice.sock"
 
 
 class TopSourceError(Exception):
@@ -26,19 +24,17 @@ class StatusSource:
 
     def __init__(self, root_dir: Path) -> None:
         self.root_dir = root_dir
-        self._socket = root_dir / STATUS_SOCKET_NAME
+        self._daemon = StatusClient.under(root_dir)
 
     async def _get(self, path: str) -> Any:
         try:
-            return json.loads(await get(self._socket, path))
+            return await self._daemon.get_json(path)
         except StatusClientError as err:
             raise TopSourceError(str(err)) from None
-        except ValueError:
-            raise TopSourceError(f"{self._socket} answered {path} with something that is not JSON") from None
 
     async def fetch(self) -> TopView:
-        node = await self._get("/node")
-        pods = await self._get("/pods")
+        node = await self._get(contract.NODE)
+        pods = await self._get(contract.PODS)
         source = f"node daemon at {self.root_dir} (health from its status API)"
         return from_status(source, node, pods)
 

@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True, slots=True)
-class SliceDevice:
+class PublishedDevice:
     """One device to publish: a healthy device of the DRA face.
 
     ``id`` is ``Device.id``; the backend derives the DNS-label device name and the
@@ -54,7 +54,7 @@ class DRABackend(Protocol):
         Raises ClaimFetchError when it cannot be read.
         """
 
-    async def publish(self, devices: Sequence[SliceDevice]) -> None:
+    async def publish(self, devices: Sequence[PublishedDevice]) -> None:
         """Replace this driver's slices with these devices; the backend publishes
         them again whenever they vanish."""
 

@@ -37,7 +37,7 @@ from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.cdi.files import DEFAULT_SPEC_DIR
 from kubedevice.plugin.cdi.owner import SpecFile
 from kubedevice.plugin.dra.backend.slices import device_name as slice_device_name
-from kubedevice.plugin.dra.backend_api import AllocationSource, DRABackend, SliceDevice
+from kubedevice.plugin.dra.backend_api import AllocationSource, DRABackend, PublishedDevice
 from kubedevice.plugin.dra.health import RESEND_INTERVAL_S, HealthFeed, HealthV1, HealthV1alpha1
 from kubedevice.plugin.dra.paths import DRAPaths, check_driver_name
 from kubedevice.plugin.dra.prepare import ClaimPreparer
@@ -271,8 +271,8 @@ async def _listen(path: Path, add_services: Callable[[grpc.aio.Server], None]) -
         raise ConfigError(str(err)) from None
 
 
-def _slice_device(device: Device) -> SliceDevice:
-    return SliceDevice(
+def _slice_device(device: Device) -> PublishedDevice:
+    return PublishedDevice(
         id=device.id,
         attributes=dict(device.attributes),
         capacity=dict(device.capacity),

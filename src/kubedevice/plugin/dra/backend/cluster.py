@@ -26,7 +26,7 @@ from kubedevice.plugin.dra.backend.slices import (
     pool_content,
     slice_spec,
 )
-from kubedevice.plugin.dra.backend_api import ClaimFetchError, SliceDevice
+from kubedevice.plugin.dra.backend_api import ClaimFetchError, PublishedDevice
 from kubedevice.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ class ClusterBackend:
         except KubeError as err:
             raise ClaimFetchError(str(err)) from None
 
-    async def publish(self, devices: Sequence[SliceDevice]) -> None:
+    async def publish(self, devices: Sequence[PublishedDevice]) -> None:
         """Ask for these devices to be published; returns at once, the publishing task does the calls.
 
         Raises SliceContentError (a ValueError) for devices that cannot be published; nothing changes then.

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from kubedevice.plugin.dra.backend_api import SliceDevice
+from kubedevice.plugin.dra.backend_api import PublishedDevice
 
 API_VERSION = "resource.k8s.io/v1"
 KIND = "ResourceSlice"
@@ -100,7 +100,7 @@ def _check_name(kind: str, name: str) -> None:
         )
 
 
-def device_json(device: SliceDevice) -> dict[str, Any]:
+def device_json(device: PublishedDevice) -> dict[str, Any]:
     """One entry of `spec.devices`: its name, attributes (deviceID, numaNode, the device's own), capacity."""
     try:
         attributes: dict[str, Any] = {DEVICE_ID_ATTRIBUTE: {"string": device.id}}
@@ -143,7 +143,7 @@ class PoolContent:
         return len(self.chunks)
 
 
-def pool_content(devices: Sequence[SliceDevice]) -> PoolContent:
+def pool_content(devices: Sequence[PublishedDevice]) -> PoolContent:
     """The devices as slice entries, sorted by name so that the same set always gives the same slices.
 
     No device gives one empty slice: the pool then exists with no devices, rather than not at all.

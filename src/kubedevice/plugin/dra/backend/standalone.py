@@ -10,26 +10,21 @@ running writes it again as soon as it is deleted (the directory watch wakes it; 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from kubedevice.plugin.dra.backend import slice_file
 from kubedevice.plugin.dra.backend.errors import DRABackendError
 from kubedevice.plugin.dra.backend.slices import PoolContent, pool_content, standalone_slices
-from kubedevice.plugin.dra.backend_api import ClaimFetchError, SliceDevice
-from kubedevice.statusapi.http import StatusClientError, get, get_answer
+from kubedevice.plugin.dra.backend_api import ClaimFetchError, PublishedDevice
+from kubedevice.statusapi.client import StatusClient, StatusClientError
+from kubedevice.statusapi.contract import claim_not_found_text
 from kubedevice.tasks import cancel_and_wait
 from kubedevice.watch import DirectoryWatch
 
 log = logging.getLogger(__name__)
-
-#: The node daemon's status socket, relative to the kubelet folder (its `--root-dir`).
-DAEMON_SOCKET = "kubedevice.sock"
 
 
 class StandaloneBackend:
@@ -40,7 +35,8 @@ class StandaloneBackend:
         self.driver_name = driver_name
         #: Known at once when given (argument or $NODE_NAME); else asked of the daemon in start().
         self.node_name = node_name or ""
-        self.daemon_socket = kubelet_dir / DAEMON_SOCKET
+        #: The node daemon's status API, on its socket in the kubelet folder (the daemon's `--root-dir`).
+        self.daemon = StatusClient.under(kubelet_dir)
         self.path = slice_file.slice_file(kubelet_dir, driver_name)
         self.generation = 0
         self._content: PoolContent | None = None
@@ -71,30 +67,16 @@ class StandaloneBackend:
             await watch.stop()
 
     async def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
-        path = f"/claims/{quote(namespace, safe='')}/{quote(name, safe='')}"
         try:
-            status, body = await get_answer(self.daemon_socket, path)
+            claim = await self.daemon.get_claim(namespace, name)
         except StatusClientError as err:
             raise ClaimFetchError(str(err)) from None
-        if status == 200:
-            try:
-                claim = json.loads(body)
-            except ValueError:
-                claim = None
-            if not isinstance(claim, dict):
-                raise ClaimFetchError(f"the node daemon answered GET {path} with something not a claim")
-            return claim
-        error = _error_text(body)
-        if status == 404 and error.startswith("no such path"):
-            raise ClaimFetchError(
-                f"the node daemon at {self.daemon_socket} serves no claims (`kubedevice node` without DRA?)"
-            )
-        if status == 404:
+        if claim is None:
             # The API server's NotFound text, so that the SDK's messages read the same in both modes.
-            raise ClaimFetchError(f'resourceclaims.resource.k8s.io "{name}" not found')
-        raise ClaimFetchError(f"the node daemon answered GET {path} with HTTP {status}: {error}")
+            raise ClaimFetchError(claim_not_found_text(name))
+        return claim
 
-    async def publish(self, devices: Sequence[SliceDevice]) -> None:
+    async def publish(self, devices: Sequence[PublishedDevice]) -> None:
         """Write the slice file for these devices; the generation goes up when the content changes (and
         past the file's, which a restarted plugin or another instance may have written).
 
@@ -147,29 +129,15 @@ class StandaloneBackend:
 
     async def _daemon_node_name(self) -> str:
         try:
-            body = await get(self.daemon_socket, "/node")
+            name = await self.daemon.get_node_name()
         except StatusClientError as err:
             raise DRABackendError(
                 f"no node name: {err} — start `kubedevice node --root-dir {self.kubelet_dir}` first, "
                 "or set NODE_NAME"
             ) from None
-        try:
-            name = json.loads(body).get("nodeName")
-        except (ValueError, AttributeError):
-            name = None
-        if not isinstance(name, str) or not name:
+        if name is None:
             raise DRABackendError(
-                f"no node name: the node daemon at {self.daemon_socket} does not report one "
+                f"no node name: the node daemon at {self.daemon.socket} does not report one "
                 "(an older kubedevice node?) — set NODE_NAME"
             )
         return name
-
-
-def _error_text(body: bytes) -> str:
-    """The `error` of the daemon's JSON error answer, else the body as text."""
-    text = body.decode(errors="replace").strip()
-    with contextlib.suppress(ValueError):
-        data = json.loads(text)
-        if isinstance(data, dict) and isinstance(data.get("error"), str):
-            return str(data["error"])
-    return text

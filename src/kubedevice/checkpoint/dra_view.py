@@ -1,7 +1,8 @@
-"""`kubedevice checkpoint inspect|verify` for the DRA manager's checkpoint (`dra_manager_state`).
+"""What `kubedevice checkpoint inspect|verify` show of the DRA manager's checkpoint (`dra_manager_state`):
+its claims as tables or JSON, and the verdict on its checksum.
 
-:mod:`.cli` recognises the file by its content and hands it here; the exit codes are the same as for the
-device manager's checkpoint (0 good, 1 a bad file, 2 unreadable).
+The commands are :mod:`.cli`'s, which recognises the file by its content and hands it here; the exit codes
+are the same as for the device manager's checkpoint (0 good, 1 a bad file, 2 unreadable).
 """
 
 from __future__ import annotations

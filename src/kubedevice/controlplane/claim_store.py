@@ -26,14 +26,20 @@ from kubedevice.checkpoint.store import CheckpointFile, read_file
 from kubedevice.dra import types as dra
 from kubedevice.resource.documents import read_allocation, read_reserved_for
 from kubedevice.resource.fields import DocumentError
-from kubedevice.resource.model import Allocation, ClaimDocument, ConsumerReference, DeviceID, DRADocuments
+from kubedevice.resource.model import (
+    AllocationResult,
+    ClaimDocument,
+    ConsumerReference,
+    DeviceID,
+    DRADocuments,
+)
 
 __all__ = [
     "CLAIM_STATE_NAME",
     "ClaimRecord",
-    "ClaimState",
-    "ClaimStateError",
-    "ClaimStateFile",
+    "ClaimStore",
+    "ClaimStoreError",
+    "ClaimStoreFile",
     "Updates",
     "devices_in_use",
     "effective_claim",
@@ -54,7 +60,7 @@ class ClaimRecord:
     generated_for: str | None = None
     extended_for: str | None = None
     #: An allocation the daemon made (a user-written one stays in the document).
-    allocation: Allocation | None = None
+    allocation: AllocationResult | None = None
     #: The reservations the daemon added, in order.
     reserved_for: tuple[ConsumerReference, ...] = ()
     #: For the special claim: extended resource name -> DeviceClass, the decision made at admission.
@@ -90,11 +96,11 @@ class ClaimRecord:
 Updates = Mapping[str, ClaimRecord | None]
 
 
-class ClaimStateError(Exception):
+class ClaimStoreError(Exception):
     """`dra_claims.json` cannot be used; str() names the file and what to do."""
 
 
-class ClaimState:
+class ClaimStore:
     """Every record, keyed `ns/name`. Changed only through :meth:`apply`."""
 
     def __init__(self, records: Mapping[str, ClaimRecord] | None = None) -> None:
@@ -130,15 +136,15 @@ class ClaimState:
         return (json.dumps(self.to_json()) + "\n").encode()
 
     @classmethod
-    def from_json(cls, value: Any, where: str) -> ClaimState:
-        """Raises ClaimStateError naming `where` (the file) for any shape problem."""
+    def from_json(cls, value: Any, where: str) -> ClaimStore:
+        """Raises ClaimStoreError naming `where` (the file) for any shape problem."""
         if not isinstance(value, Mapping) or value.get("version") != _VERSION:
-            raise ClaimStateError(
+            raise ClaimStoreError(
                 f'{where}: not a version {_VERSION} claim state ({{"version":1,"claims":{{…}}}})'
             )
         claims = value.get("claims")
         if not isinstance(claims, Mapping):
-            raise ClaimStateError(f"{where}: claims: must be a mapping")
+            raise ClaimStoreError(f"{where}: claims: must be a mapping")
         records: dict[str, ClaimRecord] = {}
         for key, raw in claims.items():
             records[key] = _record(raw, f"{where}: claims[{key!r}]: ")
@@ -147,23 +153,23 @@ class ClaimState:
 
 def _record(raw: Any, where: str) -> ClaimRecord:
     if not isinstance(raw, Mapping) or not isinstance(raw.get("uid"), str) or not raw["uid"]:
-        raise ClaimStateError(f"{where}must be a mapping with a uid")
+        raise ClaimStoreError(f"{where}must be a mapping with a uid")
     pods = {}
     for name in ("generatedFor", "extendedFor"):
         pod = raw.get(name)
         if pod is not None and not isinstance(pod, str):
-            raise ClaimStateError(f"{where}{name}: must be a pod UID or null")
+            raise ClaimStoreError(f"{where}{name}: must be a pod UID or null")
         pods[name] = pod
     extended = raw.get("extendedResources", {})
     if not isinstance(extended, Mapping) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in extended.items()
     ):
-        raise ClaimStateError(f"{where}extendedResources: must map resource names to class names")
+        raise ClaimStoreError(f"{where}extendedResources: must map resource names to class names")
     try:
         allocation = read_allocation(raw.get("allocation"), where)
         reserved = read_reserved_for(raw.get("reservedFor"), where)
     except DocumentError as err:
-        raise ClaimStateError(str(err)) from None
+        raise ClaimStoreError(str(err)) from None
     return ClaimRecord(
         uid=raw["uid"],
         generated_for=pods["generatedFor"],
@@ -181,7 +187,7 @@ def _consumer_json(ref: ConsumerReference) -> dict[str, str]:
     return out
 
 
-class ClaimStateFile(CheckpointFile):
+class ClaimStoreFile(CheckpointFile):
     """`dra_claims.json` in the root directory. Blocking: run on a thread from the event loop.
     `fault` is CheckpointFile's test hook, called at each write stage."""
 
@@ -191,27 +197,27 @@ class ClaimStateFile(CheckpointFile):
         super().__init__(directory, name, fault=fault)
         self._written: bytes | None = None
 
-    def load(self) -> ClaimState:
-        """The state on disk, or an empty one when there is no file. Raises ClaimStateError."""
+    def load(self) -> ClaimStore:
+        """The state on disk, or an empty one when there is no file. Raises ClaimStoreError."""
         fix = f"move {self.path} aside to start without the daemon's allocations and reservations"
         try:
             blob = read_file(self.path)
         except CheckpointNotFoundError:
-            return ClaimState()
+            return ClaimStore()
         except CheckpointError as err:
-            raise ClaimStateError(f"{err} — {fix}") from None
+            raise ClaimStoreError(f"{err} — {fix}") from None
         try:
             value = json.loads(blob)
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ClaimStateError(f"{self.path}: not JSON: {err} — {fix}") from None
+            raise ClaimStoreError(f"{self.path}: not JSON: {err} — {fix}") from None
         try:
-            state = ClaimState.from_json(value, str(self.path))
-        except ClaimStateError as err:
-            raise ClaimStateError(f"{err} — {fix}") from None
+            state = ClaimStore.from_json(value, str(self.path))
+        except ClaimStoreError as err:
+            raise ClaimStoreError(f"{err} — {fix}") from None
         self._written = blob
         return state
 
-    def save(self, state: ClaimState) -> bool:
+    def save(self, state: ClaimStore) -> bool:
         """Write the state when it differs from what the file holds; True when written.
 
         Raises CheckpointError (the file is left as it was). From the event loop, encode there and write
@@ -220,7 +226,7 @@ class ClaimStateFile(CheckpointFile):
         return self.write(state.encode())
 
     def write(self, blob: bytes) -> bool:
-        """Write `ClaimState.encode()`'s bytes when they differ from the file's; True when written."""
+        """Write `ClaimStore.encode()`'s bytes when they differ from the file's; True when written."""
         if blob == self._written:
             return False
         self._replace(lambda: blob)
@@ -254,7 +260,7 @@ def to_resource_claim(claim: ClaimDocument) -> dra.ResourceClaim:
         namespace=claim.meta.namespace,
         name=claim.meta.name,
         uid=claim.meta.uid,
-        allocation=claim.allocation.to_dra() if claim.allocation is not None else None,
+        allocation=claim.allocation,
         reserved_for=claim.reserved_for or (),
         owner_references=claim.meta.owner_references,
     )
@@ -263,12 +269,12 @@ def to_resource_claim(claim: ClaimDocument) -> dra.ResourceClaim:
 # --- devices in use, and the start-up reconciliation ---------------------------------------------------
 
 
-def _held(allocation: Allocation) -> Iterable[DeviceID]:
+def _held(allocation: AllocationResult) -> Iterable[DeviceID]:
     return ((r.driver, r.pool, r.device) for r in allocation.results if not r.admin_access)
 
 
 def devices_in_use(
-    state: ClaimState, documents: DRADocuments, cache: Iterable[ClaimInfoState]
+    state: ClaimStore, documents: DRADocuments, cache: Iterable[ClaimInfoState]
 ) -> frozenset[DeviceID]:
     """Devices no new allocation may take: those of every claim the daemon allocated, until it
     deallocates them; those of a user-written allocation while its document exists or a cache entry
@@ -294,7 +300,7 @@ def devices_in_use(
 
 
 def reconcile_at_start(
-    state: ClaimState,
+    state: ClaimStore,
     documents: DRADocuments,
     pod_uids: Collection[str],
     cache: Iterable[ClaimInfoState],

@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kubedevice.statusapi.claim_tables import print_claims
-
-if TYPE_CHECKING:
-    from kubedevice.node.demo import _Demo
+from kubedevice.node.demo.script import Demo, DemoError
+from kubedevice.statusapi import contract
 
 DRIVER = "gpu.example.com"
-_CLI = ("-c", "from kubedevice.cli import run; run()")
 
 _CLASS = f"""apiVersion: resource.k8s.io/v1
 kind: DeviceClass
@@ -92,21 +88,18 @@ spec:
 class _Driver:
     """The fake DRA driver's process and its event lines."""
 
-    def __init__(self, demo: _Demo) -> None:
+    def __init__(self, demo: Demo) -> None:
         self.demo = demo
         self.events = demo.root / "dra-driver.out"
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
         root = self.demo.root
-        out = await asyncio.to_thread(open, self.events, "ab")
-        err = await asyncio.to_thread(open, root / "dra-driver.log", "ab")
-        self.demo._logs.extend([out, err])  # closed by the demo's cleanup
+        out = await self.demo.log_file(self.events.name)
+        err = await self.demo.log_file("dra-driver.log")
         args = ["plugin", "fake", "--driver", DRIVER, "--api", "dra", "--devices", "4"]
         args += ["--kubelet-dir", str(root), "--cdi-spec-dir", str(root / "cdi")]
-        self.process = await asyncio.create_subprocess_exec(
-            sys.executable, *_CLI, *args, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=err
-        )
+        self.process = await self.demo.spawn(*args, stdout=out, stderr=err)
         self.demo.plugins[DRIVER] = self.process
 
     def lines(self, *kinds: str) -> list[str]:
@@ -125,11 +118,11 @@ class _Driver:
             self.demo.console.print(f"    driver: {line}", highlight=False, soft_wrap=True)
 
 
-async def _claims(demo: _Demo) -> list[dict[str, Any]]:
-    return list((await demo.status("/claims"))["claims"])
+async def _claims(demo: Demo) -> list[dict[str, Any]]:
+    return list((await demo.status(contract.CLAIMS))["claims"])
 
 
-async def _claim_is(demo: _Demo, name: str, check: Any) -> bool:
+async def _claim_is(demo: Demo, name: str, check: Any) -> bool:
     for claim in await _claims(demo):
         if claim["namespace"] == "demo" and claim["name"] == name:
             return bool(check(claim))
@@ -149,7 +142,7 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text)
 
 
-async def play_dra(demo: _Demo) -> None:
+async def play_dra(demo: Demo) -> None:
     """Stories 4 to 6, on the daemon the earlier stories left running."""
     demo.say(
         f"Story 4: DRA. A fake DRA driver {DRIVER} registers through plugins_registry/ and publishes 4 GPUs "
@@ -163,7 +156,7 @@ async def play_dra(demo: _Demo) -> None:
         f"{DRIVER} registered and its 4 devices are in /node",
         lambda: demo.node_has(lambda d: len(d.get("draDrivers", {}).get(DRIVER, {}).get("devices", [])) == 4),
     )
-    node_name = (await demo.status("/node"))["nodeName"]
+    node_name = (await demo.status(contract.NODE))[contract.NODE_NAME_FIELD]
     manifests = demo.paths.manifests
     claims = [
         _CLASS,
@@ -182,7 +175,7 @@ async def play_dra(demo: _Demo) -> None:
         lambda: _holds(len(driver.lines("prepare")) == 3),
     )
     driver.say_calls()
-    print_claims(demo.console, await demo.status("/claims"))
+    await demo.show(claims=True)
 
     demo.say("Story 5: the kubelet restarts with claims prepared. SIGKILL the daemon, start it again")
     before = len(driver.lines("prepare", "prepare-cached", "unprepare"))
@@ -198,7 +191,7 @@ async def play_dra(demo: _Demo) -> None:
     )
     calls = driver.lines("prepare", "prepare-cached", "unprepare")[before:]
     if calls:
-        raise DemoDRAError(f"the driver was called again across the restart: {', '.join(calls)}")
+        raise DemoError(f"the driver was called again across the restart: {', '.join(calls)}")
     demo.console.print(
         "    ok: no prepare call after the restart: the claims came back from dra_manager_state",
         soft_wrap=True,
@@ -212,7 +205,7 @@ async def play_dra(demo: _Demo) -> None:
         "left is gone", lambda: demo.pods_have(lambda pods: all(p["name"] != "left" for p in pods))
     )
     if driver.lines("unprepare"):
-        raise DemoDRAError("shared was unprepared while right still used it")
+        raise DemoError("shared was unprepared while right still used it")
     demo.console.print("    ok: shared stays prepared for right (no unprepare call)", soft_wrap=True)
     await asyncio.to_thread((manifests / "right.yaml").unlink)
     await demo.until(
@@ -226,8 +219,4 @@ async def play_dra(demo: _Demo) -> None:
         ),
     )
     driver.say_calls(before)
-    print_claims(demo.console, await demo.status("/claims"))
-
-
-class DemoDRAError(Exception):
-    """A DRA story did not end as the kubelet's would; str() is the one line to print."""
+    await demo.show(claims=True)

@@ -1,0 +1,88 @@
+"""The status API's contract: the socket's name, the routes, how a claim's route is built and read, what
+`/node` answers at least, and the API server's NotFound answer for a claim.
+
+The daemon serves it, the CLI, `top`, the SDK's standalone backend and the testing kit ask it, and the
+stand-in kubelets of conformance and the kit serve its claims part (:mod:`.stand_in`). Plain data and
+text, no I/O: the daemon's paths import it before anything is served.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote, unquote
+
+#: The status socket's name in the daemon's root, which is the kubelet folder a DRA driver is given.
+SOCKET_NAME = "kubedevice.sock"
+
+NODE = "/node"
+PODS = "/pods"
+CLAIMS = "/claims"
+#: `/claims/<namespace>/<name>`: one claim in the resource.k8s.io/v1 shape, as an API server returns it.
+CLAIM_PREFIX = "/claims/"
+RESOURCESLICES = "/resourceslices"
+METRICS = "/metrics"
+HEALTHZ = "/healthz"
+
+#: The node's name in `/node`, which a standalone DRA driver names its pool after.
+NODE_NAME_FIELD = "nodeName"
+
+#: Finds a claim's answer by namespace and name; None when there is no such claim.
+ClaimLookup = Callable[[str, str], dict[str, Any] | None]
+
+
+def claim_path(namespace: str, name: str) -> str:
+    """`/claims/<namespace>/<name>`, each part URL-encoded whole (a `/` in a name cannot split it)."""
+    return f"{CLAIM_PREFIX}{quote(namespace, safe='')}/{quote(name, safe='')}"
+
+
+def parse_claim_path(rest: str) -> tuple[str, str] | None:
+    """The namespace and name of `/claims/<rest>` (`rest` still URL-encoded), or None when it names none."""
+    parts = rest.split("/")
+    if len(parts) != 2 or not all(parts):
+        return None
+    return unquote(parts[0]), unquote(parts[1])
+
+
+def node_answer(node_name: str) -> dict[str, Any]:
+    """What `/node` answers at least: the node's name. The daemon adds its resources and DRA drivers."""
+    return {NODE_NAME_FIELD: node_name}
+
+
+def node_name_of(answer: object) -> str | None:
+    """The node's name in a `/node` answer, or None when it names none (an older daemon)."""
+    name = answer.get(NODE_NAME_FIELD) if isinstance(answer, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+def claim_not_found_text(name: str) -> str:
+    """The API server's text for a claim it does not have, as the kubelet and a driver pass it on."""
+    return f'resourceclaims.resource.k8s.io "{name}" not found'
+
+
+def claim_not_found(name: str) -> dict[str, Any]:
+    """The API server's NotFound Status for a claim (answered with HTTP 404)."""
+    text = claim_not_found_text(name)
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "reason": "NotFound",
+        "code": 404,
+        "error": text,
+        "message": text,
+    }
+
+
+def no_such_claim_path(rest: str) -> dict[str, Any]:
+    """The answer to `/claims/<rest>` that names no claim (HTTP 404)."""
+    return {"error": f"no such path {CLAIM_PREFIX}{rest}; try {CLAIM_PREFIX}<namespace>/<name>"}
+
+
+def answer_claim(rest: str, lookup: ClaimLookup) -> tuple[dict[str, Any], int]:
+    """What `/claims/<rest>` answers, and its HTTP status: the claim `lookup` finds, else NotFound."""
+    where = parse_claim_path(rest)
+    if where is None:
+        return no_such_claim_path(rest), 404
+    claim = lookup(*where)
+    return (claim, 200) if claim is not None else (claim_not_found(where[1]), 404)
