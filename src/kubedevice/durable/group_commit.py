@@ -119,16 +119,19 @@ class GroupCommit:
                 for waiter in waiters:
                     if not waiter.done():
                         waiter.set_result(None)
-                if waiters:
-                    # The callers just woken run before the next write begins: one that changes the state
-                    # again at once (the next pod, say) shares that write instead of paying the one after.
-                    await asyncio.sleep(0)
+                await self._let_woken_run(len(waiters))
         finally:
             self._task = None
             # Cancelled (the event loop is closing): nobody will write for those still waiting.
             for waiter in [*waiters, *self._waiters]:
                 waiter.cancel()
             self._waiters, self._requested = [], False
+
+    async def _let_woken_run(self, woken: int) -> None:
+        """The callers just woken run before the next write begins: one that changes the state again at
+        once (the next pod, say) shares that write instead of paying the one after."""
+        if woken:
+            await asyncio.sleep(0)
 
     def _log_error(self, err: Exception) -> None:
         log.error("%s: %s", self._name, err)
