@@ -3,6 +3,7 @@ face) passes, and each broken driver in tests/conformance_plugins/dra is caught 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -35,8 +36,9 @@ def conformance(*args: str) -> Run:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Mapping[str, Run]:
     junit = tmp_path_factory.mktemp("junit") / "report.xml"
 
+    plugin = [KUBEDEVICE, "plugin", "fake", "--driver", "gpu.example.com", "--devices", "2"]
+
     def fake(cdi: str) -> list[str]:
-        plugin = [KUBEDEVICE, "plugin", "fake", "--driver", "gpu.example.com", "--devices", "2"]
         return [*FLAGS, "--cdi-spec-dir", cdi, "--", *plugin, "--cdi-spec-dir", cdi]
 
     def script(name: str, cdi: str) -> list[str]:
@@ -52,6 +54,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Mapping[str, Run]:
             *fake(cdi["b"]),
             *("--resource", "example.com/fake", "--api", "both", "--kubelet-dir", "{kubelet_dir}"),
         ],
+        # No CDI folder named anywhere: the driver writes into the checker's kubelet folder, which it reads.
+        "fake-dra-kubelet-cdi": [*FLAGS, "--", *plugin],
         "forgets_prepared": [*FLAGS, "--junit-xml", str(junit), *script("forgets_prepared", cdi["c"])],
         "v1beta1_only": [*FLAGS, *script("v1beta1_only", cdi["d"])],
     }
@@ -82,6 +86,17 @@ def test_the_fake_dra_driver_passes_every_dra_check(runs: Mapping[str, Run]) -> 
     assert "the bad claim alone failed: claim default/conformance-3: device " in rows["dra-claim-errors"][1]
     assert "registered again" in rows["dra-reregistration"][1]
     assert "Traceback" not in run.stderr and run.stderr == ""
+
+
+def test_a_driver_given_no_cdi_folder_is_checked_in_the_kubelet_folder_it_writes(
+    runs: Mapping[str, Run],
+) -> None:
+    run = runs["fake-dra-kubelet-cdi"]
+    assert {result for result, _ in run.rows.values()} == {"PASS"}, run.stdout
+    note = run.rows["dra-cdi"][1]
+    assert re.fullmatch(r"1 CDI device defined by specs in /etc/cdi, /var/run/cdi, /tmp/kdc-\w+/cdi", note), (
+        note
+    )
 
 
 def test_a_plugin_serving_both_apis_gets_both_sets_of_checks(runs: Mapping[str, Run]) -> None:

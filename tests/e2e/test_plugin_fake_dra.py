@@ -16,6 +16,7 @@ import yaml
 
 from kubedevice.api.drahealth.v1 import api_pb2 as health_v1
 from kubedevice.api.drahealth.v1 import api_pb2_grpc as health_v1_grpc
+from kubedevice.plugin.cdi import DEFAULT_SPEC_DIR
 from kubedevice.statusapi.http import Response, StatusServer
 from tests.dra_kubelet import (
     DRIVER,
@@ -79,7 +80,7 @@ async def test_fake_dra_driver_registers_publishes_and_prepares(root: Path, daem
         assert {s["endpoint"] for s in serving} == {str(dra), str(registration)}
         info = await register(registration)
         assert (info.type, info.name, info.endpoint) == ("DRAPlugin", DRIVER, str(dra))
-        assert fields(await plugin.expect("registered "))["resource"] == DRIVER
+        assert fields(await plugin.expect("registered "))["driver"] == DRIVER
         await plugin.expect("published ")
         devices = await poll_async(lambda: slice_devices(root), "the slice file")
         assert [d["name"] for d in devices] == ["gpu-0", "gpu-1"]
@@ -99,7 +100,7 @@ async def test_fake_dra_driver_registers_publishes_and_prepares(root: Path, daem
         first = await prepare(dra, [(UID, "c1")])
         assert first[UID]["error"] == ""
         assert fields(await plugin.expect("prepare ")) == {
-            "resource": DRIVER,
+            "driver": DRIVER,
             "claim": "default/c1",
             "uid": UID,
         }
@@ -118,6 +119,42 @@ async def test_fake_dra_driver_registers_publishes_and_prepares(root: Path, daem
     assert not (root / "cdi" / "gpu.example.com-gpu.json").exists()  # the plugin's spec goes with it
     # Published devices outlive the plugin (the node side wipes them once it is gone for good).
     assert slice_devices(root) is not None
+
+
+async def test_fake_dra_driver_beside_the_daemon_keeps_its_specs_in_the_kubelet_folder(
+    root: Path, daemon: StatusServer
+) -> None:
+    """Without --cdi-spec-dir, a driver given a kubelet folder that is not /var/lib/kubelet writes its specs
+    into that folder's cdi/ (the log says so once), nothing into the machine's /var/run/cdi; its event
+    lines name it as DRA does, `driver=`."""
+    driver = "fake-cdi.example.com"  # its own spec file name: another test's cannot be mistaken for it
+    spec = f"{driver}-fake-cdi.json"
+    async with PluginProcess(
+        "fake", "--driver", driver, "--devices", "2", "--kubelet-dir", str(root)
+    ) as plugin:
+        serving = await plugin.expect("serving ")
+        assert serving.startswith(f"serving driver={driver} endpoint=")
+        assert json.loads((root / "cdi" / spec).read_text())["kind"] == f"{driver}/fake-cdi"
+        said = await plugin.expect_stderr("CDI spec files go to")
+        assert f"CDI spec files go to {root / 'cdi'}, inside the kubelet folder {root}" in said
+        assert not (DEFAULT_SPEC_DIR / spec).exists()
+        code, rest, stderr = await plugin.terminate(signal.SIGTERM)
+    assert code == 0, stderr
+    assert rest.splitlines()[-1] == f"stopped driver={driver}"
+    assert stderr.count("CDI spec files go to") == 1
+    assert not (root / "cdi" / spec).exists() and not (DEFAULT_SPEC_DIR / spec).exists()
+
+
+def test_fake_help_says_what_each_face_names_its_devices() -> None:
+    result = subprocess.run(
+        [KUBEDEVICE, "plugin", "fake", "--help"], capture_output=True, text=True, timeout=60, check=True
+    )
+    text = " ".join(result.stdout.split())
+    assert (
+        "How many devices: fake-0 .. fake-<N-1>; with --driver (DRA, or both faces) named after its first "
+        "label, gpu.example.com: gpu-0 .. gpu-<N-1>." in text
+    )
+    assert "[default: /var/run/cdi; <kubelet dir>/cdi when --kubelet-dir is not /var/lib/kubelet" in text
 
 
 def run_fake(*args: str) -> subprocess.CompletedProcess[str]:

@@ -123,8 +123,9 @@ def test_the_node_daemon_block_runs_as_written(shell: Shell) -> None:
     )
 
 
-def test_the_dra_block_runs_as_written(shell: Shell) -> None:
-    lines = readme_block("dra-gpu-claim.yaml")
+def _run_dra_example(shell: Shell, lines: list[str]) -> None:
+    """The DRA block's first lines: the daemon and the fake driver, then the example copied in; until the
+    example's pod runs."""
     for line in lines[:2]:
         assert line.endswith("&")
         shell.line(line)
@@ -140,6 +141,11 @@ def test_the_dra_block_runs_as_written(shell: Shell) -> None:
     wait_for(published, "the fake driver's slices")
     assert shell.line(copy).returncode == 0  # type: ignore[union-attr]
     wait_for(lambda: _pods(shell).get("dra-gpu") == "Running", "the DRA pod to be Running")
+
+
+def test_the_dra_block_runs_as_written(shell: Shell) -> None:
+    lines = readme_block("dra-gpu-claim.yaml")
+    _run_dra_example(shell, lines)
     pods = shell.line(lines[3])
     assert pods is not None and pods.returncode == 0, pods and pods.stderr
     (pod,) = json.loads(pods.stdout)["pods"]
@@ -153,6 +159,23 @@ def test_the_dra_block_runs_as_written(shell: Shell) -> None:
     assert "ResourceClaims" in claims.stdout and "default/gpu-claim" in claims.stdout
     (row,) = [line for line in claims.stdout.splitlines() if "default/gpu-claim" in line]
     assert row.split("│")[5].strip() == "yes"  # prepared
+
+
+def test_the_dra_example_runs_whatever_the_node_is_called(shell: Shell) -> None:
+    """The same block on a node named otherwise (a host's name): the example's claim gets a device of the
+    pool the fake driver publishes for this node, named after it."""
+    lines = readme_block("dra-gpu-claim.yaml")
+    daemon = re.sub(r"--node-name \S+", "--node-name host-a", lines[0])
+    assert daemon != lines[0]
+    _run_dra_example(shell, [daemon, *lines[1:]])
+    listed = shell.line("kubedevice claims --root-dir /tmp/kd --json")
+    assert listed is not None and listed.returncode == 0, listed and listed.stderr
+    (claim,) = json.loads(listed.stdout)["claims"]
+    results = claim["allocation"]["devices"]["results"]
+    assert [(r["driver"], r["pool"], r["device"]) for r in results] == [
+        ("gpu.example.com", "host-a", "gpu-0")
+    ]
+    assert claim["prepared"] is True
 
 
 def test_the_example_plugins_documented_command_runs_on_its_widget_tree(shell: Shell) -> None:

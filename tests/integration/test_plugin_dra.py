@@ -135,6 +135,29 @@ async def test_a_failing_claim_fails_alone(kubelet_dir: Path) -> None:
         assert set(state["claims"]) == {"u1"}
 
 
+async def test_a_result_in_another_pool_fails_that_claim_alone(kubelet_dir: Path) -> None:
+    """A device is its driver, pool and name: gpu-1 of another node's pool is not this driver's gpu-1, for
+    its own hook as for the default prepare; the claim's error names all three and the pool it has."""
+    backend = MemoryBackend(node_name="node-1")
+    backend.add(C1)
+    backend.add(make_claim("elsewhere", "u6", [("gpu", "gpu-1")], pool="node-2"))
+    for plugin in (HookedGpus(), Gpus()):
+        async with running(plugin, kubelet_dir, backend):
+            answer = await prepare(paths_of(kubelet_dir).dra_socket, [("u1", "c1"), ("u6", "elsewhere")])
+            assert answer["u6"] == {
+                "error": "claim default/elsewhere: device gpu-1 of pool node-2 is not one of "
+                "gpu.example.com's devices (its pool is node-1)",
+                "devices": [],
+            }
+            assert answer["u1"]["devices"][0]["pool_name"] == "node-1"
+            state = json.loads(paths_of(kubelet_dir).state_file.read_text())
+            assert set(state["claims"]) == {"u1"}
+            assert not spec_file(kubelet_dir, "u6").exists()
+        if isinstance(plugin, HookedGpus):
+            assert [c.uid for c in plugin.prepared] == ["u1"]
+        paths_of(kubelet_dir).state_file.unlink()
+
+
 async def test_claim_fetch_failures_fail_the_whole_call(kubelet_dir: Path) -> None:
     backend, plugin = MemoryBackend(), HookedGpus()
     backend.add(C1)

@@ -218,6 +218,18 @@ COMPILE_ERRORS: list[tuple[str, str]] = [
     ("device.driver ==", "Syntax error"),
     ("1", "must evaluate to bool or the unknown type, not int"),
     ("device.driver", "must evaluate to bool or the unknown type, not string"),
+    # Typed as upstream types them: a capacity is a quantity, a domain's attributes a map.
+    (
+        "device.capacity['dra.example.com'].memory",
+        "must evaluate to bool or the unknown type, not kubernetes.Quantity",
+    ),
+    ("device.capacity['dra.example.com']", "not map(string, kubernetes.Quantity)"),
+    (
+        "device.attributes['dra.example.com']",
+        "must evaluate to bool or the unknown type, not map(string, dyn)",
+    ),
+    ("device.attributes", "not map(string, map(string, dyn))"),
+    ("device.capacity['dra.example.com'].memory > quantity('1')", "found no matching overload for '_>_'"),
     ("device.noSuchField == 'x'", "undefined field 'noSuchField'"),
     ("noSuchFunction(device.driver)", "undeclared reference to 'noSuchFunction'"),
     ("quantity(1).isInteger()", "found no matching overload for 'quantity'"),

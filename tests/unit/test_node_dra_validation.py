@@ -6,6 +6,7 @@ from kubedevice.dra import types as dra
 from kubedevice.node.manifests import parse_file
 from kubedevice.resource.document_file import ManifestError
 from kubedevice.resource.model import ClaimDocument
+from kubedevice.scheduler.cel import CelSelectors
 from tests.dra_document_helpers import NoDoubleBang
 from tests.dra_document_helpers import claim_text as _claim
 from tests.dra_document_helpers import one as _one
@@ -157,6 +158,34 @@ def test_bad_documents_name_the_field(text: str, message: str) -> None:
     with pytest.raises(ManifestError) as err:
         parse_file("f.yaml", text.encode(), None, NoDoubleBang())
     assert str(err.value).startswith(message), str(err.value)
+
+
+NOT_BOOL = [
+    ("device.driver", "string"),
+    ("device.capacity['gpu.example.com'].memory", "kubernetes.Quantity"),
+    ("device.attributes['gpu.example.com']", "map(string, dyn)"),
+]
+
+
+@pytest.mark.parametrize(("expression", "result"), NOT_BOOL)
+def test_a_selector_whose_result_is_not_a_bool_refuses_its_document(expression: str, result: str) -> None:
+    """As the API server's create: refused when read, naming the field and the result's type, not when a
+    device is checked."""
+    selectors = f'selectors: [{{cel: {{expression: "{expression}"}}}}]'
+    documents = {
+        "DeviceClass g: spec.selectors[0].cel.expression": (
+            f"apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {{name: g}}\n"
+            f"spec: {{{selectors}}}\n"
+        ),
+        P + "requests[0].exactly.selectors[0].cel.expression": _claim(
+            f"[{{name: gpu, exactly: {{deviceClassName: gpu, {selectors}}}}}]"
+        ),
+    }
+    for field, text in documents.items():
+        with pytest.raises(ManifestError) as err:
+            parse_file("f.yaml", text.encode(), None, CelSelectors())
+        expected = f"{field}: CEL compile error: must evaluate to bool or the unknown type, not {result}"
+        assert str(err.value) == expected
 
 
 def test_a_selector_is_not_compiled_without_a_compiler() -> None:

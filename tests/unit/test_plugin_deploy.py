@@ -15,6 +15,7 @@ import yaml
 from kubedevice.api.constants import DEVICE_PLUGIN_PATH, PLUGIN_DIR_ENV, PLUGINS_REGISTRY_PATH
 from kubedevice.plugin import DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR, DevicePlugin
 from kubedevice.plugin.cdi import DEFAULT_SPEC_DIR, DEFAULT_SPEC_DIRS
+from kubedevice.plugin.dra.paths import DEFAULT_KUBELET_DIR, cdi_spec_dir
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -183,9 +184,10 @@ def test_plugin_mounts_are_the_sdk_paths_and_only_they_are_writable(name: str) -
     assert plugin_dir in mounts and not mounts[plugin_dir].get("readOnly", False)
     env = {e["name"]: e["value"] for e in container.get("env", [])}
     assert env.get(PLUGIN_DIR_ENV, plugin_dir) == plugin_dir
-    # The CDI folder the SDK writes a plugin's spec into by default, which the runtimes read.
+    # The CDI folder the SDK writes a plugin's spec into by default in a pod, which the runtimes read.
     cdi = str(DEFAULT_SPEC_DIR)
-    assert DevicePlugin.cdi_spec_dir == DEFAULT_SPEC_DIR and DEFAULT_SPEC_DIR in DEFAULT_SPEC_DIRS
+    default = cdi_spec_dir(DevicePlugin.cdi_spec_dir, Path(DEFAULT_KUBELET_DIR), cluster=True)
+    assert default == DEFAULT_SPEC_DIR and DEFAULT_SPEC_DIR in DEFAULT_SPEC_DIRS
     assert cdi in mounts and mounts[cdi].get("readOnly", False) is False
     args = container.get("args", [])
     if "--cdi-spec-dir" in args:

@@ -17,7 +17,6 @@ from typer.core import TyperCommand
 from kubedevice.conformance.junit import to_junit_xml, write_junit_xml
 from kubedevice.conformance.runner import CommandError, ConformanceOptions, command_problem, run_conformance
 from kubedevice.console import fail, make_console
-from kubedevice.plugin.cdi import DEFAULT_SPEC_DIRS
 
 HELP = """Check a device plugin or DRA driver the way a kubelet would meet it, in seconds, without a cluster.
 
@@ -76,7 +75,7 @@ def conformance(
         "--cdi-spec-dir",
         metavar="DIR",
         help="A folder of CDI specs defining the CDI devices Allocate names; repeat for several "
-        "[default: /etc/cdi and /var/run/cdi, as the runtimes].",
+        "[default: /etc/cdi and /var/run/cdi, as the runtimes, and {kubelet_dir}/cdi once there is one].",
     ),
     command: list[str] | None = typer.Argument(None, metavar="-- COMMAND [ARGS...]", show_default=False),
 ) -> None:
@@ -90,8 +89,8 @@ def conformance(
         _usage_error(f"--absence must be 0 or more seconds, got {absence:g}")
     if numa_nodes is not None and numa_nodes < 1:
         _usage_error(f"--numa-nodes must be 1 or more, got {numa_nodes}")
-    spec_dirs = tuple(cdi_spec_dir) if cdi_spec_dir else DEFAULT_SPEC_DIRS
-    for folder in spec_dirs:
+    spec_dirs = tuple(cdi_spec_dir) if cdi_spec_dir else None
+    for folder in spec_dirs or ():
         if folder.exists() and not folder.is_dir():
             _usage_error(f"--cdi-spec-dir {folder} is a file — give the folder that holds the CDI specs")
     problem = command_problem(argv)

@@ -45,7 +45,7 @@ class DRARun:
         self,
         kubelet: DRAKubelet,
         timeout_s: float,
-        cdi_spec_dirs: tuple[Path, ...],
+        cdi_spec_dirs: Callable[[], tuple[Path, ...]],
         exit_note: Callable[[], str | None],
         set_phase: Callable[[str], None],
     ) -> None:
@@ -118,7 +118,7 @@ class DRARun:
                 rows[name] = not_run(name, "the prepare of a valid claim failed")
             return
         rows[DRA_IDEMPOTENT] = await self._again(client, ref, first)
-        rows[DRA_CDI] = await cdi_check(cdi_ids(first), self.cdi_spec_dirs)
+        rows[DRA_CDI] = await cdi_check(cdi_ids(first), self.cdi_spec_dirs())
         rows[DRA_UNPREPARE] = await self._unprepare(client, ref)
         rows[DRA_CLAIM_ERRORS] = await self._isolation(client, driver, published)
 

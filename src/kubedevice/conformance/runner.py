@@ -76,8 +76,10 @@ class ConformanceOptions:
     stop_grace_s: float = 5.0
     #: The node's NUMA node IDs for the topology check; None reads them from sysfs.
     numa_nodes: tuple[int, ...] | None = None
-    #: Where the CDI names of Allocate answers must be defined (the runtimes' folders by default).
-    cdi_spec_dirs: tuple[Path, ...] = DEFAULT_SPEC_DIRS
+    #: Where the CDI names of Allocate and prepare answers must be defined; None: the runtimes' folders,
+    #: and the checker's kubelet folder's `cdi/` once there is one (where the SDK writes beside a kubelet
+    #: folder that is not /var/lib/kubelet).
+    cdi_spec_dirs: tuple[Path, ...] | None = None
 
 
 async def run_conformance(options: ConformanceOptions, launch: PluginLauncher | None = None) -> Report:
@@ -107,6 +109,7 @@ class _Run:
         kubelet_dir: Path,
     ) -> None:
         self.options = options
+        self._kubelet_cdi = kubelet_dir / "cdi"
         self.timeout_s = options.timeout_s
         self.kubelet = FakeKubelet(plugin_dir, min(DIAL_TIMEOUT_S, options.timeout_s))
         self.dra = DRAKubelet(kubelet_dir, options.timeout_s)
@@ -175,11 +178,17 @@ class _Run:
             rows.update(await self._dra_run().execute(dra, dra.received_at - started))
         return show_log
 
+    def cdi_spec_dirs(self) -> tuple[Path, ...]:
+        """The folders CDI names are looked up in, as a check runs (the plugin has written by then)."""
+        if self.options.cdi_spec_dirs is not None:
+            return self.options.cdi_spec_dirs
+        return (*DEFAULT_SPEC_DIRS, *((self._kubelet_cdi,) if self._kubelet_cdi.is_dir() else ()))
+
     def _dra_run(self) -> DRARun:
         def set_phase(phase: str) -> None:
             self.process.phase = phase
 
-        return DRARun(self.dra, self.timeout_s, self.options.cdi_spec_dirs, self._exit_note, set_phase)
+        return DRARun(self.dra, self.timeout_s, self.cdi_spec_dirs, self._exit_note, set_phase)
 
     def _pending_dra(self) -> DRARegistration | None:
         seen = self.dra.forget_registrations()
@@ -246,7 +255,7 @@ class _Run:
         feed.start()
         list_findings = await list_and_watch_check(feed, self.timeout_s)
         healthy = healthy_ids(feed.first)
-        rows[ALLOCATE] = await allocate_check(stub, healthy, self.timeout_s, self.options.cdi_spec_dirs)
+        rows[ALLOCATE] = await allocate_check(stub, healthy, self.timeout_s, self.cdi_spec_dirs())
         rows[PREFERRED_ALLOCATION], preferred = await preferred_allocation_check(
             stub, attempt.options, healthy, self.timeout_s
         )

@@ -1,12 +1,16 @@
 """Admitting a pod the kubelet's way: the topology manager's admit (hints, merge, devices for every
-container), the checkpoint holding the devices, then each container's run options."""
+container), the checkpoint holding the devices, then each container's run options; and what the pod runs
+without, said once as it is admitted."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
+from kubedevice.dra.claim_names import resolve
+from kubedevice.dra.types import DRAPod
 from kubedevice.manager import (
     Container,
     DeviceManager,
@@ -16,6 +20,7 @@ from kubedevice.manager import (
 )
 from kubedevice.manager.topology_hints import pod_device_requests
 from kubedevice.node.topology_refusal import refusal_detail
+from kubedevice.resource.model import ClaimDocument
 from kubedevice.topology import ERR_TOPOLOGY_AFFINITY, TopologyManager
 
 log = logging.getLogger(__name__)
@@ -93,6 +98,37 @@ def _unserved(manager: DeviceManager, pod: Pod) -> list[str]:
         for resource in sorted(device_needs(pod))
         if resource not in served and not held.get(resource)
     ]
+    for warning in warnings:
+        log.warning("pod %s/%s (%s): %s", pod.namespace, pod.name, pod.uid, warning)
+    return warnings
+
+
+def unknown_requests(pod: DRAPod, claim: Callable[[str, str], ClaimDocument | None]) -> list[str]:
+    """What the pod runs without: a container's `resources.claims[].request` that its claim does not have.
+
+    The API server does not check it against the claim (which may not exist yet), and the kubelet gives
+    such a container no device of the claim, without a word; so the daemon says it, once per admission:
+    one warning each, also logged here at WARNING. `claim(namespace, name)` is the claim as allocated;
+    its requests are its allocation's (`gpu/large`, a subrequest, is request `gpu`).
+    """
+    pod_claims = {c.name: c for c in pod.resource_claims}
+    warnings: list[str] = []
+    for container in pod.containers:
+        for used in container.claims:
+            pod_claim = pod_claims.get(used.name)
+            if not used.request or pod_claim is None:
+                continue
+            name = resolve(pod, pod_claim)
+            document = claim(pod.namespace, name.claim_name) if name is not None else None
+            if document is None or document.allocation is None:
+                continue
+            requests = {r.request.split("/", 1)[0] for r in document.allocation.results}
+            if used.request not in requests:
+                warnings.append(
+                    f"claim {used.name}, request {used.request}: ResourceClaim {document.meta.name} has no "
+                    f"such request (its requests: {', '.join(sorted(requests))}); container "
+                    f"{container.name} runs without it"
+                )
     for warning in warnings:
         log.warning("pod %s/%s (%s): %s", pod.namespace, pod.name, pod.uid, warning)
     return warnings

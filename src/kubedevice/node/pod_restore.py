@@ -10,7 +10,7 @@ from collections.abc import Iterable, Set
 from kubedevice.controlplane.plane import ControlPlane
 from kubedevice.dra import DRAError
 from kubedevice.manager import DeviceManager, Pod
-from kubedevice.node.admission import allocate_pod, start_containers
+from kubedevice.node.admission import allocate_pod, start_containers, unknown_requests
 from kubedevice.node.dynamic_resources import DynamicResources
 from kubedevice.node.manifests import PodManifest
 from kubedevice.node.pods import PodRecord
@@ -61,6 +61,7 @@ async def restore_running(
         except DRAError as err:
             log.warning("pod %s is admitted again: %s", pod_name(record.pod), err)
             return False
+        record.warnings += unknown_requests(record.dra_pod, control.claims.claim)
     record.run_options = options
     record.phase = "Running"
     return True

@@ -32,6 +32,7 @@ from kubedevice.node.admission import (
     allocate_pod,
     device_needs,
     start_containers,
+    unknown_requests,
     wait_for_devices,
 )
 from kubedevice.node.config import NodeConfig
@@ -186,6 +187,8 @@ class PodWorkers:
             if needs:
                 await manager.write_checkpoint()
             prepared = not record.has_claims or await self._prepare_claims(record, started)
+            if prepared and record.manifest.claims:
+                record.warnings += unknown_requests(record.dra_pod, self._control.claims.claim)
             if before:
                 await asyncio.wait(before)  # never cancels them, even when this admission is
             if prepared and self._pending(record):

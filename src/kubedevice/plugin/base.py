@@ -22,7 +22,6 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from kubedevice.plugin.cdi.files import DEFAULT_SPEC_DIR
 from kubedevice.plugin.cdi.spec import CDISpec
 from kubedevice.plugin.model import Allocation, Device, PluginOptions
 
@@ -50,8 +49,11 @@ class DevicePlugin:
     #: Seconds between two calls of `devices()` (polled source); also the first delay before a failing
     #: device source is tried again.
     poll_interval: float = 5.0
-    #: Where the server writes the spec `cdi_spec()` returns (runtimes read /etc/cdi and /var/run/cdi).
-    cdi_spec_dir: str | Path = DEFAULT_SPEC_DIR
+    #: Where the server writes CDI spec files, on both faces: the one `cdi_spec()` returns and, on the DRA
+    #: face, one per prepared claim. None: /var/run/cdi, where runtimes read generated specs; but
+    #: `<kubelet folder>/cdi` when `serve()` runs the plugin with a kubelet folder other than
+    #: /var/lib/kubelet outside cluster mode (a try-out beside `kubedevice node`).
+    cdi_spec_dir: str | Path | None = None
 
     #: Hooks whose override turns on the matching DevicePluginOptions flag.
     _OPTIONAL_HOOKS: ClassVar[dict[str, str]] = {

@@ -24,7 +24,13 @@ from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.builtin.fake import FakeConfig, FakePlugin, NumaLayout, parse_attribute, parse_capacity
 from kubedevice.plugin.builtin.paths import PathsPlugin
 from kubedevice.plugin.cdi import DEFAULT_SPEC_DIR
-from kubedevice.plugin.dra.paths import KUBELET_DIR_ENV, resolve_kubelet_dir
+from kubedevice.plugin.dra.backend import cluster_mode
+from kubedevice.plugin.dra.paths import (
+    DEFAULT_KUBELET_DIR,
+    KUBELET_DIR_ENV,
+    cdi_spec_dir,
+    resolve_kubelet_dir,
+)
 from kubedevice.plugin.dra.runner import FacesServer
 from kubedevice.plugin.entry import events_share_the_log, print_event
 from kubedevice.plugin.errors import ConfigError
@@ -54,6 +60,8 @@ class _Common:
     metrics_port: int | None
     inotify: bool
     log_level: str
+    #: The kubelet's folder (--kubelet-dir, else its default), which the default CDI folder follows.
+    kubelet_dir: Path
 
 
 @dataclass(frozen=True)
@@ -65,7 +73,6 @@ class _DRA:
     kubeconfig: str | None
     node_name: str | None
     rolling_update_uid: str
-    cdi_spec_dir: str
 
 
 def _common(
@@ -82,8 +89,9 @@ def _common(
         if folder is not None and not folder.strip():
             fail(f"{flag} is empty — give a folder, or leave the option out for its default")
     # The kubelet's layout: its device plugin folder sits in the kubelet folder, unless named apart.
-    directory = plugin_dir or str(resolve_kubelet_dir(kubelet_dir) / "device-plugins")
-    return _Common(directory, plugin_watcher, registry_dir, metrics_port, inotify, log_level.upper())
+    kubelet = resolve_kubelet_dir(kubelet_dir)
+    directory = plugin_dir or str(kubelet / "device-plugins")
+    return _Common(directory, plugin_watcher, registry_dir, metrics_port, inotify, log_level.upper(), kubelet)
 
 
 PLUGIN_DIR = typer.Option(
@@ -133,7 +141,13 @@ def fake(
     rolling_update_uid: str = typer.Option(
         "", "--rolling-update-uid", help="DRA: this pod's UID, to run beside the instance it replaces."
     ),
-    devices: int = typer.Option(..., "--devices", min=0, help="How many devices: fake-0 .. fake-<N-1>."),
+    devices: int = typer.Option(
+        ...,
+        "--devices",
+        min=0,
+        help="How many devices: fake-0 .. fake-<N-1>; with --driver (DRA, or both faces) named after its "
+        "first label, gpu.example.com: gpu-0 .. gpu-<N-1>.",
+    ),
     numa_nodes: int = typer.Option(
         0, "--numa-nodes", min=0, help="Spread devices over this many NUMA nodes."
     ),
@@ -144,10 +158,12 @@ def fake(
     cdi: bool = typer.Option(
         False, "--cdi", help="Write a CDI spec (kind: the resource); Allocate answers its device names."
     ),
-    cdi_spec_dir: Path = typer.Option(
-        DEFAULT_SPEC_DIR,
+    cdi_spec_dir: Path | None = typer.Option(
+        None,
         "--cdi-spec-dir",
-        help="Where --cdi writes the spec (removed again on stop) and DRA its per-claim specs.",
+        help="Where --cdi writes the spec (removed again on stop) and DRA its specs.  [default: "
+        f"{DEFAULT_SPEC_DIR}; <kubelet dir>/cdi when --kubelet-dir is not {DEFAULT_KUBELET_DIR} and "
+        "no --kubeconfig]",
     ),
     health_file: Path | None = typer.Option(
         None, "--health-file", help="JSON list of unhealthy IDs, re-read when it changes."
@@ -185,7 +201,7 @@ def fake(
         capacities = dict(parse_capacity(c) for c in capacity)
     except ConfigError as exc:
         _usage_error(str(exc))
-    dra = _DRA(chosen_api, kubelet_dir, kubeconfig, node_name, rolling_update_uid, str(cdi_spec_dir))
+    dra = _DRA(chosen_api, kubelet_dir, kubeconfig, node_name, rolling_update_uid)
     if numa_layout not in ("round-robin", "block"):
         _usage_error(f"--numa-layout must be round-robin or block, got {numa_layout!r}")
     layout: NumaLayout = "block" if numa_layout == "block" else "round-robin"
@@ -208,7 +224,7 @@ def fake(
                 preferred=preferred,
                 prestart=prestart,
                 cdi=cdi,
-                cdi_spec_dir=str(cdi_spec_dir),
+                cdi_spec_dir=str(cdi_spec_dir) if cdi_spec_dir is not None else None,
                 health_file=str(health_file) if health_file is not None else None,
                 poll_interval=poll_interval,
                 driver=driver,
@@ -266,6 +282,9 @@ def _run(
             "log_events": not events_share_the_log(),
         }
         if dra is None or dra.api == "device-plugin":
+            options["cdi_spec_dir"] = cdi_spec_dir(
+                plugin.cdi_spec_dir, common.kubelet_dir, cluster=cluster_mode(None)
+            )
             asyncio.run(PluginServer(plugin, common.plugin_dir, **options).run())  # type: ignore[arg-type]
         else:
             asyncio.run(_run_faces(plugin, common, dra, options))
@@ -291,7 +310,7 @@ async def _run_faces(plugin: DevicePlugin, common: _Common, dra: _DRA, options: 
         kubeconfig=dra.kubeconfig,
         node_name=dra.node_name,
         rolling_update_uid=dra.rolling_update_uid,
-        dra_options={"cdi_spec_dir": dra.cdi_spec_dir, "use_inotify": common.inotify},
+        dra_options={"use_inotify": common.inotify},
         plugin_dir=common.plugin_dir,
         **options,  # type: ignore[arg-type]
     )

@@ -32,7 +32,12 @@ def serve(
     is set) or "both" (disjoint devices, by `Device.api`). Paths come from one kubelet folder,
     `kubelet_dir`, else `$KUBEDEVICE_KUBELET_DIR`, else /var/lib/kubelet: the device plugin directory is
     its `device-plugins` unless `plugin_dir` or `$KUBEDEVICE_PLUGIN_DIR` names another, and the DRA
-    face's sockets and state live in its `plugins_registry` and `plugins`. Each lifecycle event
+    face's sockets and state live in its `plugins_registry` and `plugins`. CDI spec files (the one
+    `cdi_spec()` returns and, on the DRA face, one per prepared claim) go into the plugin's `cdi_spec_dir`
+    when it sets one (for the DRA face, `dra_options={"cdi_spec_dir": ...}` sets it too); else beside a
+    real kubelet (cluster mode, or the kubelet folder /var/lib/kubelet) into /var/run/cdi, where the
+    container runtimes read them; else into `<kubelet_dir>/cdi`, so that a plugin tried beside
+    `kubedevice node --root-dir DIR` writes nothing outside DIR (logged once at INFO). Each lifecycle event
     (waiting, serving, registered, kubelet restart, re-registered, prepare, stopped...) is printed as one
     line on stdout unless `print_events` is False. A configuration error is one line on stderr and exit
     code 2. Among the options: `metrics_port=9402` serves Prometheus metrics, `plugin_watcher=True`
@@ -41,15 +46,13 @@ def serve(
     `registration_socket_file` and `dra_options` (DRAServer's). SIGHUP makes a device plugin serve a new
     socket and register again.
     """
-    from kubedevice.plugin.dra.paths import resolve_kubelet_dir
+    from kubedevice.plugin.dra.backend import cluster_mode
+    from kubedevice.plugin.dra.paths import cdi_spec_dir, resolve_kubelet_dir
     from kubedevice.plugin.dra.runner import FacesServer, default_api
 
     # The kubelet's layout: its device plugin folder sits in the kubelet folder, unless named apart.
-    directory = (
-        plugin_dir
-        or os.environ.get(PLUGIN_DIR_ENV)
-        or str(resolve_kubelet_dir(kubelet_dir) / "device-plugins")
-    )
+    kubelet = resolve_kubelet_dir(kubelet_dir)
+    directory = plugin_dir or os.environ.get(PLUGIN_DIR_ENV) or str(kubelet / "device-plugins")
     command = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "serve"
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -61,6 +64,9 @@ def serve(
 
     async def main() -> None:
         if chosen == "device-plugin":
+            options.setdefault(
+                "cdi_spec_dir", cdi_spec_dir(plugin.cdi_spec_dir, kubelet, cluster=cluster_mode(None))
+            )
             server = PluginServer(plugin, directory, handle_signals=True, on_event=on_event, **options)  # type: ignore[arg-type]
             await server.run()
             return

@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kubedevice.plugin.model import Face
+
 log = logging.getLogger(__name__)
 
 
@@ -56,16 +58,20 @@ class LifecycleEvent:
 
     #: What happened.
     kind: EventKind
-    #: The plugin's resource name.
+    #: The plugin's resource name; on the DRA face, its driver name.
     resource: str
     #: Details by name, e.g. `endpoint` for SERVING and REGISTERED, `healthy`/`unhealthy` for DEVICES.
     fields: dict[str, str] = field(default_factory=dict)
     #: When it happened (seconds since the epoch).
     time: float = field(default_factory=time.time)
+    #: The face it happened on: "device-plugin" or "dra".
+    face: Face = "device-plugin"
 
     def line(self) -> str:
-        """One stable, greppable line: `<kind> resource=<r> key=value ...` (values are space-free)."""
-        parts = [str(self.kind), f"resource={self.resource}"]
+        """One stable, greppable line: `<kind> resource=<r> key=value ...` (values are space-free); on the
+        DRA face `<kind> driver=<d> key=value ...`."""
+        name = "driver" if self.face == "dra" else "resource"
+        parts = [str(self.kind), f"{name}={self.resource}"]
         parts.extend(f"{key}={value.replace(' ', '_')}" for key, value in self.fields.items())
         return " ".join(parts)
 
@@ -76,8 +82,9 @@ EventHandler = Callable[[LifecycleEvent], None]
 class EventBus:
     """Fans events out to handlers; a failing handler is logged, never allowed to break the server."""
 
-    def __init__(self, resource: str, *, log_events: bool = True) -> None:
+    def __init__(self, resource: str, *, face: Face = "device-plugin", log_events: bool = True) -> None:
         self._resource = resource
+        self._face: Face = face
         self._handlers: list[EventHandler] = []
         #: The level of the log lines that say what an event says: INFO, or DEBUG where the events
         #: themselves are printed on the terminal the log goes to (each would be said twice).
@@ -89,7 +96,7 @@ class EventBus:
         return lambda: self._handlers.remove(handler) if handler in self._handlers else None
 
     def emit(self, kind: EventKind, **fields: str) -> LifecycleEvent:
-        event = LifecycleEvent(kind, self._resource, dict(fields))
+        event = LifecycleEvent(kind, self._resource, dict(fields), face=self._face)
         if log.isEnabledFor(logging.DEBUG):  # one event per Allocate: its line is made only when shown
             log.debug("event %s", event.line())
         for handler in list(self._handlers):

@@ -25,6 +25,7 @@ from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from kubedevice.backoff import Backoff
 from kubedevice.plugin.base import DevicePlugin
+from kubedevice.plugin.cdi.files import DEFAULT_SPEC_DIR
 from kubedevice.plugin.cdi.owner import SpecFile
 from kubedevice.plugin.endpoints import PluginEndpoints
 from kubedevice.plugin.errors import ConfigError
@@ -52,7 +53,8 @@ class PluginServer:
     Use as `async with PluginServer(plugin, dir) as server: ...` or `await server.run()` (until
     `stop()` or, with `handle_signals`, SIGTERM/SIGINT; SIGHUP forces a re-registration). With
     `log_events` False the log says lifecycle events at DEBUG only: for callers that print them where
-    the log goes (a terminal), so each is shown once.
+    the log goes (a terminal), so each is shown once. The plugin's CDI spec goes into `cdi_spec_dir`,
+    else the plugin's own `cdi_spec_dir`, else /var/run/cdi.
     """
 
     def __init__(
@@ -72,6 +74,7 @@ class PluginServer:
         handle_signals: bool = False,
         on_event: EventHandler | None = None,
         log_events: bool = True,
+        cdi_spec_dir: str | Path | None = None,
     ) -> None:
         self.plugin = plugin
         self.resource = check_resource_name(plugin.resource_name)
@@ -95,7 +98,8 @@ class PluginServer:
         if on_event is not None:
             self.events.subscribe(on_event)
         self.metrics = metrics if metrics is not None else PluginMetrics(self.resource)
-        self.cdi = SpecFile(plugin.cdi_spec, Path(plugin.cdi_spec_dir).absolute(), self.events)
+        spec_dir = cdi_spec_dir or plugin.cdi_spec_dir or DEFAULT_SPEC_DIR
+        self.cdi = SpecFile(plugin.cdi_spec, Path(spec_dir).absolute(), self.events)
         self.inventory = Inventory(on_change=self._devices_changed)
         self.watcher = KubeletWatcher(
             self.plugin_dir, lambda: self.socket_path, use_inotify=use_inotify, poll_interval=poll_interval

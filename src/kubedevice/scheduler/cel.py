@@ -27,6 +27,8 @@ __all__ = ["CelDevice", "CelRuntimeError", "CelSelectors", "SelectorCompileError
 
 _NO_SUCH_KEY = re.compile(r'Key not found in map\s*:\s*"?(.*?)"?$')
 _STATUS_PREFIX = re.compile(r"^[A-Z_]+: ")
+#: cel-cpp's names of the built-in types (INT, MAP, ...), upper case; a message name never is all of it.
+_BUILTIN_TYPE = re.compile(r"(?<![\w.])[A-Z_]+(?![\w.])")
 #: cel-go's hint for a missing key, as newest upstream appends it.
 _OPTIONAL_HINT = (
     ". consider using CEL optional chaining (.? followed by orValue()) or guarding the check with has() "
@@ -109,7 +111,7 @@ class CelSelectors:
         self._values = CelValues()
         self._checker = cel.NewEnv(
             self._values.pool,
-            variables={"device": cel.Type(DEVICE_TYPE)},
+            variables=_checked_variables(),
             extensions=_extensions("kubernetes-checked", _checked_functions()),
         )
         self._runner = cel.NewEnv(
@@ -223,6 +225,26 @@ class CelSelectors:
         return {"driver": device.driver, "attributes": attributes, "capacity": capacity}
 
 
+def _checked_variables() -> dict[str, Any]:
+    """What the type check knows of `device`: upstream's types, so that a selector whose result is a map
+    or a quantity is refused when it is read, as the API server refuses it, not when a device is checked.
+
+    A protobuf message cannot hold a map of maps, so the message `kubernetes.DRADevice` types its
+    `attributes` and `capacity` as `map(string, dyn)`; the qualified names `device.attributes` and
+    `device.capacity` are declared apart with their real types (CEL resolves the longest declared name
+    first): domain -> name -> any value, and domain -> name -> quantity.
+    """
+
+    def by_name(value: Any) -> Any:
+        return cel.Type.Map(cel.Type.STRING, cel.Type.Map(cel.Type.STRING, value))
+
+    return {
+        "device": cel.Type(DEVICE_TYPE),
+        "device.attributes": by_name(cel.Type.DYN),
+        "device.capacity": by_name(cel.Type(QUANTITY_TYPE)),
+    }
+
+
 def _extensions(name: str, functions: list[Any]) -> list[Any]:
     return [
         ext_bindings.ExtBindings(),
@@ -333,5 +355,7 @@ def _one_line(message: str) -> str:
 
 
 def _type_name(name: str) -> str:
-    """cel-cpp's `LIST<INT>` as cel-go spells it, `list(int)`."""
-    return name.lower().replace("<", "(").replace(">", ")") if name.isupper() or "<" in name else name
+    """cel-cpp's `LIST<INT>` as cel-go spells it, `list(int)`; a message's name (`kubernetes.Quantity`)
+    keeps its case."""
+    lowered = _BUILTIN_TYPE.sub(lambda m: m.group(0).lower(), name)
+    return lowered.replace("<", "(").replace(">", ")")

@@ -78,15 +78,19 @@ async def run_conformance(
     made; `absence` is how long kubelet.sock stays away in the last check; `numa_nodes` are the node's
     NUMA node IDs for the topology check (default: this machine's). `cdi_spec_dirs` are the folders whose
     CDI specs must define every CDI name an Allocate answers (default: the runtimes' /etc/cdi and
-    /var/run/cdi, plus a DevicePlugin object's own `cdi_spec_dir`, where the SDK writes its spec).
+    /var/run/cdi, plus where the SDK writes a DevicePlugin object's specs: its own `cdi_spec_dir`, else
+    the checker's kubelet folder's `cdi/`).
     """
     __tracebackhide__ = True
     launch = None
-    spec_dirs = tuple(Path(d) for d in cdi_spec_dirs) if cdi_spec_dirs is not None else DEFAULT_SPEC_DIRS
+    spec_dirs = tuple(Path(d) for d in cdi_spec_dirs) if cdi_spec_dirs is not None else None
     if isinstance(command_or_plugin, DevicePlugin):
         plugin = command_or_plugin
-        if cdi_spec_dirs is None and Path(plugin.cdi_spec_dir) not in spec_dirs:
-            spec_dirs = (*spec_dirs, Path(plugin.cdi_spec_dir))
+        own = plugin.cdi_spec_dir
+        if spec_dirs is None and own is not None:
+            spec_dirs = (
+                DEFAULT_SPEC_DIRS if Path(own) in DEFAULT_SPEC_DIRS else (*DEFAULT_SPEC_DIRS, Path(own))
+            )
         command: tuple[str, ...] = (type(plugin).__name__,)
 
         def launch(plugin_dir: Path, log_path: Path) -> PluginRun:

@@ -153,11 +153,10 @@ class StandInDRAKubelet:
     async def serve_plugin(self, plugin: DevicePlugin, **options: Any) -> FacesServer:
         """Run `plugin`'s DRA face in this event loop against this kubelet, until the test ends.
 
-        Per-claim CDI specs go to `<kubelet_dir>/cdi` unless `dra_options={"cdi_spec_dir": ...}` says
-        otherwise; `options` are FacesServer's.
+        CDI spec files go into the plugin's `cdi_spec_dir`, else `<kubelet_dir>/cdi`, unless
+        `dra_options={"cdi_spec_dir": ...}` says otherwise; `options` are FacesServer's.
         """
         __tracebackhide__ = True
-        dra_options = {"cdi_spec_dir": self.kubelet_dir / "cdi", **options.pop("dra_options", {})}
         backend = StandaloneBackend(
             kubelet_dir=self.kubelet_dir, driver_name=plugin.driver_name, node_name=self.node_name
         )
@@ -167,7 +166,6 @@ class StandInDRAKubelet:
                 "dra",
                 kubelet_dir=self.kubelet_dir,
                 backend=backend,
-                dra_options=dra_options,
                 **options,
             )
             await server.start()

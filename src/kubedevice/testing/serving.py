@@ -71,9 +71,9 @@ async def serve_dra_driver(
     """Serve `plugin`'s DRA face in `kubelet_dir`, beside a stand-in of the node daemon there, in a task.
 
     Claims and the node's name come from the daemon's status API in that folder (standalone mode, whatever
-    the environment says); the per-claim CDI specs go where the plugin writes its own (`cdi_spec_dir`).
-    An error starting it ends the task, as it would end the plugin's process. `server_options` are
-    FacesServer's keyword arguments.
+    the environment says); every CDI spec file goes into the plugin's `cdi_spec_dir`, else
+    `<kubelet_dir>/cdi`. An error starting it ends the task, as it would end the plugin's process.
+    `server_options` are FacesServer's keyword arguments.
     """
     __tracebackhide__ = True
     from kubedevice.plugin.dra.backend.standalone import StandaloneBackend
@@ -85,7 +85,6 @@ async def serve_dra_driver(
             "dra",
             kubelet_dir=kubelet_dir,
             backend=backend,
-            dra_options={"cdi_spec_dir": plugin.cdi_spec_dir},
             **server_options,
         )
     except ConfigError as err:

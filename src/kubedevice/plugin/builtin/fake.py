@@ -1,6 +1,7 @@
 """`FakePlugin`: devices that exist only on paper, for tests, demos and conformance runs.
 
-Devices are `fake-0 .. fake-<N-1>`, spread over K NUMA nodes round-robin or in blocks. Health can be
+Devices are `fake-0 .. fake-<N-1>`, or with a DRA driver named after its first label (gpu.example.com:
+`gpu-0 .. gpu-<N-1>`), spread over K NUMA nodes round-robin or in blocks. Health can be
 fixed at start (`unhealthy`) and flipped at runtime through a JSON file listing the unhealthy IDs,
 which is how tests running the plugin as a separate process make health change.
 """
@@ -21,7 +22,6 @@ from typing import Literal
 
 from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.cdi import (
-    DEFAULT_SPEC_DIR,
     CDIDevice,
     CDIError,
     CDISpec,
@@ -76,7 +76,8 @@ class FakeConfig:
     preferred: bool = False
     prestart: bool = False
     cdi: bool = False
-    cdi_spec_dir: str = str(DEFAULT_SPEC_DIR)
+    #: Where spec files go; None: the plugin's default (`DevicePlugin.cdi_spec_dir`).
+    cdi_spec_dir: str | None = None
     health_file: str | None = None
     poll_interval: float = 1.0
     #: The DRA face: the driver name, which face(s) devices go to, and what every device publishes.
@@ -113,7 +114,8 @@ class FakeConfig:
             except CDIError as exc:
                 raise ConfigError(f"--cdi: the resource name is the CDI kind, and {exc}") from None
             try:
-                check_spec_dir(Path(self.cdi_spec_dir))
+                if self.cdi_spec_dir is not None:
+                    check_spec_dir(Path(self.cdi_spec_dir))
             except CDIError as exc:
                 raise ConfigError(str(exc)) from None
         unknown = sorted(self.unhealthy - set(self.device_ids()))

@@ -3,19 +3,24 @@
 The layout is the kubelet's (and the node daemon's ``--root-dir``):
 ``<kubelet_dir>/plugins_registry/<driver>-reg.sock`` for registration,
 ``<kubelet_dir>/plugins/<driver>/dra.sock`` for the DRA services, beside the SDK's state file and the
-lock shared by the instances of a rolling update.
+lock shared by the instances of a rolling update. CDI spec files go where the runtimes read them, unless
+the kubelet directory is a try-out's (`cdi_spec_dir`).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from kubedevice.plugin.cdi.files import DEFAULT_SPEC_DIR
 from kubedevice.plugin.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 #: Where the kubelet keeps its state, unless told otherwise.
 DEFAULT_KUBELET_DIR = "/var/lib/kubelet"
@@ -53,6 +58,35 @@ def resolve_kubelet_dir(kubelet_dir: str | Path | None) -> Path:
     """The argument, else ``$KUBEDEVICE_KUBELET_DIR``, else /var/lib/kubelet; made absolute."""
     chosen = kubelet_dir or os.environ.get(KUBELET_DIR_ENV) or DEFAULT_KUBELET_DIR
     return Path(chosen).absolute()
+
+
+def cdi_spec_dir(setting: str | Path | None, kubelet_dir: Path, *, cluster: bool) -> Path:
+    """Where a plugin served with the kubelet folder `kubelet_dir` writes its CDI spec files.
+
+    `setting` (the plugin's `cdi_spec_dir`) when given. Else /var/run/cdi, where the container runtimes
+    read generated specs, for a plugin beside a real kubelet: in cluster mode (`cluster`), or with the
+    kubelet's own /var/lib/kubelet. Else `<kubelet_dir>/cdi`: a plugin tried beside
+    `kubedevice node --root-dir DIR` touches nothing outside DIR.
+    """
+    if setting is not None and str(setting):
+        return Path(setting).absolute()
+    if cluster or kubelet_dir == Path(DEFAULT_KUBELET_DIR):
+        return DEFAULT_SPEC_DIR
+    return kubelet_dir / "cdi"
+
+
+def say_cdi_spec_dir(folder: Path, kubelet_dir: Path) -> None:
+    """Say once (INFO), when a plugin has started, that its spec files go inside its kubelet folder, where
+    no container runtime reads them; nothing when they go elsewhere."""
+    if folder.is_relative_to(kubelet_dir):
+        log.info(
+            "CDI spec files go to %s, inside the kubelet folder %s (not %s); set cdi_spec_dir "
+            "(--cdi-spec-dir) to %s for a container runtime to read them",
+            folder,
+            kubelet_dir,
+            DEFAULT_KUBELET_DIR,
+            DEFAULT_SPEC_DIR,
+        )
 
 
 def _b64(data: bytes) -> str:

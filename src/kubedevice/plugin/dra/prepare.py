@@ -2,7 +2,8 @@
 
 The walk of a prepare, as the kubelet's Go helper does it: fetch every claim first, outside the lock
 (a slow API server must not hold up other calls); any claim that cannot be fetched, is not allocated
-or was replaced fails the whole call. Then, one call at a time per driver: per claim, answer from the
+or was replaced fails the whole call. Then, one call at a time per driver: per claim, refuse a result
+naming a pool the driver does not publish (a device is its driver, pool and name), answer from the
 state file (kept in memory, read again when it changed) when this boot prepared it already (re-writing a
 CDI spec file that went missing), else run the hook; one claim's failure is that claim's error only. The
 state is written before the answer leaves, once for all the calls that waited meanwhile.
@@ -22,7 +23,7 @@ from kubedevice.durable import GroupCommit
 from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.cdi import spec_from_json, write_spec
 from kubedevice.plugin.dra.backend_api import ClaimFetchError, DRABackend
-from kubedevice.plugin.dra.cdi_claims import claim_spec_file_name, prepare_with_allocate
+from kubedevice.plugin.dra.cdi_claims import ClaimError, claim_spec_file_name, prepare_with_allocate
 from kubedevice.plugin.dra.model import Claim, ClaimRef, PreparedDevice, claim_from_json
 from kubedevice.plugin.dra.state import CallLock, ClaimState, PreparedClaim, StateStore
 from kubedevice.plugin.events import EventBus, EventKind
@@ -71,6 +72,8 @@ class ClaimPreparer:
     #: The DRA face's devices by ID, and published device names to IDs.
     devices: Callable[[], Mapping[str, Device]]
     names: Callable[[], Mapping[str, str]]
+    #: The pools the driver publishes its devices in (none known: not checked).
+    pools: Callable[[], frozenset[str]]
     boot_id: Callable[[], str]
     lock: CallLock
     events: EventBus
@@ -159,6 +162,7 @@ class ClaimPreparer:
         for claim in claims:
             entry = state.claims.get(claim.uid)
             try:
+                self._check_pools(claim)
                 if entry is not None and entry.boot_id == boot:
                     await asyncio.to_thread(_restore_specs, entry)
                     answers[claim.uid] = PrepareAnswer(entry.devices)
@@ -176,6 +180,18 @@ class ClaimPreparer:
             answers[claim.uid] = PrepareAnswer(entry.devices)
             self._emit(EventKind.PREPARE, claim.ref)
         return answers, changed
+
+    def _check_pools(self, claim: Claim) -> None:
+        """A result names its device by driver, pool and name: one in a pool the driver does not publish is
+        not its device, even when a device of that name is (a hand-written allocation's pool, say)."""
+        pools = self.pools()
+        for result in claim.results:
+            if pools and result.pool not in pools:
+                have = ", ".join(sorted(pools))
+                raise ClaimError(
+                    f"claim {claim}: device {result.device} of pool {result.pool} is not one of "
+                    f"{self.driver}'s devices (its pool{'s are' if len(pools) > 1 else ' is'} {have})"
+                )
 
     async def _unprepare(self, state: ClaimState, refs: Sequence[ClaimRef]) -> tuple[dict[str, str], bool]:
         errors: dict[str, str] = {}

@@ -14,10 +14,16 @@ from typing import Any
 
 from kubedevice.inventory.reader import PodResourcesError, PodResourcesReader
 from kubedevice.plugin.base import DevicePlugin
-from kubedevice.plugin.dra.backend import DRABackendError, make_backend
+from kubedevice.plugin.dra.backend import DRABackendError, cluster_mode, make_backend
 from kubedevice.plugin.dra.backend_api import DRABackend
 from kubedevice.plugin.dra.faces import APIS, MOVE_RETRY_S, Api, FacePlugin, FaceSplit
-from kubedevice.plugin.dra.paths import DRAPaths, check_driver_name, resolve_kubelet_dir
+from kubedevice.plugin.dra.paths import (
+    DRAPaths,
+    cdi_spec_dir,
+    check_driver_name,
+    resolve_kubelet_dir,
+    say_cdi_spec_dir,
+)
 from kubedevice.plugin.dra.server import DRAServer
 from kubedevice.plugin.errors import ConfigError
 from kubedevice.plugin.events import EventBus, EventHandler, EventKind
@@ -56,7 +62,12 @@ def check_names(plugin: DevicePlugin, api: str) -> Api:
 
 
 class FacesServer:
-    """Runs the faces until `stop()` or, with `handle_signals`, SIGTERM/SIGINT."""
+    """Runs the faces until `stop()` or, with `handle_signals`, SIGTERM/SIGINT.
+
+    Every CDI spec file of the plugin goes into one folder (`paths.cdi_spec_dir()`): the plugin's
+    `cdi_spec_dir`, else DRAServer's option of that name, else the default of the kubelet folder (the
+    runtime's /var/run/cdi beside a real kubelet, `<kubelet_dir>/cdi` beside `kubedevice node`).
+    """
 
     def __init__(
         self,
@@ -79,6 +90,15 @@ class FacesServer:
         self.api = check_names(plugin, api)
         self.plugin = plugin
         self.kubelet_dir = resolve_kubelet_dir(kubelet_dir)
+        dra_options = dict(dra_options or {})
+        setting = plugin.cdi_spec_dir or dra_options.get("cdi_spec_dir")
+        #: Where the plugin's CDI spec files go; DRAServer's own option still names the DRA face's.
+        self.cdi_spec_dir = cdi_spec_dir(
+            setting, self.kubelet_dir, cluster=backend is None and cluster_mode(kubeconfig)
+        )
+        # Chosen here rather than set: the log says where, once the faces have started.
+        self._cdi_spec_dir_chosen = not setting
+        dra_options["cdi_spec_dir"] = dra_options.get("cdi_spec_dir") or self.cdi_spec_dir
         self.split = FaceSplit(plugin, self.api, self._held, face_move_retry_s)
         self._handle_signals = handle_signals
         self._stop_requested = asyncio.Event()
@@ -89,6 +109,7 @@ class FacesServer:
                 FacePlugin(plugin, self.split.faces["device-plugin"]),
                 on_event=on_event,
                 log_events=log_events,
+                cdi_spec_dir=self.cdi_spec_dir,
                 **plugin_server_options,
             )
         if self.api in ("dra", "both"):
@@ -104,12 +125,10 @@ class FacesServer:
                     backend = _make_backend(paths, kubeconfig, node_name)
                 except DRABackendError as exc:
                     raise ConfigError(str(exc)) from None
-            events = EventBus(plugin.driver_name, log_events=log_events)
+            events = EventBus(plugin.driver_name, face="dra", log_events=log_events)
             if on_event is not None:
                 events.subscribe(on_event)
-            self.dra = DRAServer(
-                plugin, self.split.faces["dra"], backend, paths, events, **(dra_options or {})
-            )
+            self.dra = DRAServer(plugin, self.split.faces["dra"], backend, paths, events, **dra_options)
         self._split_task: asyncio.Task[None] | None = None
         self._stopped = False
 
@@ -137,6 +156,8 @@ class FacesServer:
         self._split_task = asyncio.get_running_loop().create_task(self.split.run(), name="device-source")
         if self.device_plugin is not None:
             await self.device_plugin.start()
+        if self._cdi_spec_dir_chosen:
+            say_cdi_spec_dir(self.cdi_spec_dir, self.kubelet_dir)
         if self._handle_signals:
             loop = asyncio.get_running_loop()
             loop.add_signal_handler(signal.SIGTERM, self._stop_requested.set)

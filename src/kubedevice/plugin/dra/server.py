@@ -54,7 +54,12 @@ log = logging.getLogger(__name__)
 
 
 class DRAServer:
-    """Serves one plugin's DRA face from `inventory` (its DRA devices), through `backend`."""
+    """Serves one plugin's DRA face from `inventory` (its DRA devices), through `backend`.
+
+    Its CDI spec files (one per prepared claim, and the plugin's own `cdi_spec()`) go into `cdi_spec_dir`,
+    else the plugin's `cdi_spec_dir`, else /var/run/cdi; `FacesServer` picks the folder from the kubelet
+    folder when neither is set.
+    """
 
     def __init__(
         self,
@@ -93,14 +98,17 @@ class DRAServer:
         self._poll_interval = poll_interval
         self._names: dict[str, str] = {}
         boot_file = boot_id_file
+        spec_dir = Path(cdi_spec_dir or plugin.cdi_spec_dir or DEFAULT_SPEC_DIR).absolute()
         self.preparer = ClaimPreparer(
             plugin=plugin,
             driver=self.driver,
             backend=backend,
             state_file=paths.state_file,
-            cdi_spec_dir=Path(cdi_spec_dir if cdi_spec_dir is not None else DEFAULT_SPEC_DIR).absolute(),
+            cdi_spec_dir=spec_dir,
             devices=lambda: {d.id: d for d in self.inventory.devices},
             names=lambda: self._names,
+            # One pool, named after the node (as the kubelet plugin helper publishes a node's devices).
+            pools=lambda: frozenset({backend.node_name} - {""}),
             boot_id=(lambda: read_boot_id(boot_file)) if boot_file is not None else read_boot_id,
             lock=CallLock(paths.lock_file if paths.rolling_update_uid else None),
             events=events,
@@ -125,7 +133,7 @@ class DRAServer:
         self._publish_wanted = asyncio.Event()
         self._backend_started = False
         # The plugin's own CDI spec (`cdi_spec()`), built from this face's devices, as on the other face.
-        self.cdi = SpecFile(plugin.cdi_spec, Path(plugin.cdi_spec_dir).absolute(), events)
+        self.cdi = SpecFile(plugin.cdi_spec, spec_dir, events)
 
     async def start(self) -> None:
         """Check the state file and connect the backend; serving and registration go on in the background."""
