@@ -43,9 +43,9 @@ def print_whole(console: Console, table: Table) -> None:
     """Print a table; where the output is not a terminal (a pipe, a file, a log), no word of a cell is
     broken over two lines, so that a script finds a UID, a CDI ID or a path whole.
 
-    A table wider than the console is narrowed column by column, each in proportion to what it can give
-    (from its longest line down to its longest word or its header), so text wraps at spaces; when even
-    those do not fit, the table is as wide as they need. (rich would fold words, widest column first.)
+    A table wider than the console is narrowed as rich narrows it, the widest columns first, but none below
+    its longest word or its header, so text wraps at spaces; when even those do not fit, the table is as
+    wide as they need. (rich would fold the words.)
     """
     from rich.measure import Measurement
 
@@ -77,18 +77,25 @@ def print_whole(console: Console, table: Table) -> None:
 
 
 def _narrowed(spans: list[tuple[int, int]], room: int) -> list[int]:
-    """Widths from (narrowest, widest) spans that add up to `room` (or to the narrowest ones, if more):
-    each column gives up width in proportion to what it can give."""
-    widths = [widest for _, widest in spans]
-    slack = [widest - narrowest for narrowest, widest in spans]
-    excess = min(sum(widths) - room, sum(slack))
-    if excess <= 0:
-        return widths
-    given = [excess * s // sum(slack) for s in slack]
-    # What the rounding down left, a column at a time, from the one with the most still to give.
-    for i in sorted(range(len(spans)), key=lambda i: given[i] - slack[i])[: excess - sum(given)]:
-        given[i] += 1
-    return [width - g for width, g in zip(widths, given, strict=True)]
+    """Widths from (narrowest, widest) spans that add up to `room`, or to the narrowest ones when they
+    need more: as rich narrows a table, the widest columns first, down to a common width, but none below
+    its narrowest."""
+
+    def total(level: int) -> int:
+        return sum(max(narrowest, min(widest, level)) for narrowest, widest in spans)
+
+    # The highest common width the columns above it can come down to (binary search: total() only grows).
+    low, high = 0, max(widest for _, widest in spans)
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if total(middle) <= room else (low, middle - 1)
+    widths = [max(narrowest, min(widest, low)) for narrowest, widest in spans]
+    # What is left of the room, a column each, to the last of those cut to the common width (rich's
+    # rounding takes more from the first ones).
+    capped = [i for i, (narrowest, widest) in enumerate(spans) if narrowest <= low < widest]
+    for i in capped[len(capped) - max(0, room - sum(widths)) :]:
+        widths[i] += 1
+    return widths
 
 
 def command_name(command_path: str | None = None) -> str:
