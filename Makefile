@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test lint bench proto docs install dist clean
+.PHONY: demo test lint bench bench-full proto docs install dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,8 +27,13 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests bench tools
 	$(BIN)/mypy --strict src
 
+# Every scenario once at the sizes README.md quotes (a minute or two); bench-full: every scale target, three
+# runs per figure (many minutes).
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+bench-full: $(STAMP)
+	$(BIN)/python -m bench --full
 
 proto: $(STAMP)
 	$(BIN)/python tools/gen_proto.py

@@ -1,6 +1,7 @@
 """`python -m bench`: run the scenarios, print the table, write bench/results.json.
 
-python -m bench                      every scenario, 3 runs per figure
+python -m bench                      every scenario once at the sizes the README quotes (`make bench`)
+python -m bench --full               every scale target, 3 runs per figure (`make bench-full`)
 python -m bench --quick              tiny sizes, 1 run: checks the harness, measures nothing useful
 python -m bench --only admission     one scenario (repeat --only for several)
 """
@@ -41,7 +42,7 @@ from bench import (
     restart,
     topology,
 )
-from bench.common import Figure, Figures, Target, fmt
+from bench.common import Figure, Figures, Scale, Target, fmt
 
 Scenario = Callable[..., Awaitable[Figures]]
 SCENARIOS: dict[str, Scenario] = {
@@ -117,24 +118,25 @@ def _parse_target(text: str | None) -> Target | None:
 
 
 async def run_all(
-    names: list[str], quick: bool, runs: int, save: Callable[[list[Figure]], None]
+    names: list[str], scale: Scale, runs: int, save: Callable[[list[Figure]], None]
 ) -> list[Figure]:
     out: list[Figure] = []
     for name in names:
         started = time.perf_counter()
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)
-        figures = await SCENARIOS[name](quick=quick, runs=runs)
+        figures = await SCENARIOS[name](scale=scale, runs=runs)
         print(f"[bench] {name} done in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
         out.extend(figures)
         save(out)  # a long run that is stopped still leaves the scenarios it finished
     return out
 
 
-def write_results(path: Path, figures: list[Figure], quick: bool, runs: int, seconds: float) -> None:
+def write_results(path: Path, figures: list[Figure], scale: Scale, runs: int, seconds: float) -> None:
     machine = {"cpus": os.cpu_count(), "python": platform.python_version(), "system": platform.platform()}
     document = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "quick": quick,
+        "quick": scale is Scale.QUICK,
+        "scale": scale.value,
         "runs": runs,
         "machine": machine,
         "seconds": seconds,
@@ -152,9 +154,11 @@ class _OneLineParser(argparse.ArgumentParser):
 
 def main(argv: list[str] | None = None) -> int:
     parser = _OneLineParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny sizes and one run: checks the harness")
+    sizes = parser.add_mutually_exclusive_group()
+    sizes.add_argument("--quick", action="store_true", help="tiny sizes and one run: checks the harness")
+    sizes.add_argument("--full", action="store_true", help="every scale target, 3 runs per figure (minutes)")
     parser.add_argument("--only", action="append", choices=sorted(SCENARIOS), help="run only this scenario")
-    parser.add_argument("--runs", type=int, default=None, help="runs per figure (default 3, 1 with --quick)")
+    parser.add_argument("--runs", type=int, default=None, help="runs per figure (default 1, 3 with --full)")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"results file (default {RESULTS})")
     parser.add_argument("--show", type=Path, help="print the table of an earlier results file; run nothing")
     parser.add_argument("--compare", type=Path, help="an earlier results file to show in a 'before' column")
@@ -167,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.show is not None:
         Console(width=220).print(table(read_results(args.show), before))
         return 0
-    runs = args.runs if args.runs is not None else (1 if args.quick else 3)
+    scale = Scale.QUICK if args.quick else Scale.FULL if args.full else Scale.SHORT
+    runs = args.runs if args.runs is not None else scale.runs
     if runs < 1:
         parser.error(f"--runs must be at least 1, got {runs}")
     names = args.only or list(SCENARIOS)
@@ -175,9 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
 
     def save(figures: list[Figure]) -> None:
-        write_results(args.out, figures, args.quick, runs, time.perf_counter() - started)
+        write_results(args.out, figures, scale, runs, time.perf_counter() - started)
 
-    figures = asyncio.run(run_all(names, args.quick, runs, save))
+    figures = asyncio.run(run_all(names, scale, runs, save))
     Console(width=220).print(table(figures, before))
     print(f"[bench] results written to {args.out}", file=sys.stderr)
     judged = [f for f in figures if f.met is not None]

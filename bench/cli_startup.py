@@ -18,11 +18,13 @@ import time
 from pathlib import Path
 
 import kubedevice
-from bench.common import CLI, Figures, Target, short_tempdir
+from bench.common import CLI, Figures, Scale, Target, short_tempdir
 
 NAME = "cli-startup"
-#: At least this many runs per command: one start is a few tens of milliseconds, noisy on its own.
+#: At least this many runs per command: one start is a few tens of milliseconds, noisy on its own (the
+#: short run takes a median of 3 to stay short; the quick run, one).
 MIN_RUNS = 7
+ROUNDS = {Scale.QUICK: 1, Scale.SHORT: 3, Scale.FULL: MIN_RUNS}
 TARGET_S = 0.3
 TOOLS = (
     "checkpoint",
@@ -62,10 +64,11 @@ async def start_once(args: tuple[str, ...]) -> float:
     return elapsed
 
 
-async def run(*, quick: bool, runs: int) -> Figures:
+async def run(*, scale: Scale, runs: int) -> Figures:
     figures = Figures(NAME)
     await asyncio.to_thread(compileall.compile_dir, Path(kubedevice.__file__).parent, quiet=1)
-    rounds = 1 if quick else max(runs, MIN_RUNS)
+    quick = scale is Scale.QUICK
+    rounds = max(runs, ROUNDS[scale])
     with short_tempdir() as root:
         table = commands(root)
         if quick:

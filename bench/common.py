@@ -7,6 +7,7 @@ real kubelet's value measured on a machine of this kind, so the table reads as a
 from __future__ import annotations
 
 import asyncio
+import enum
 import shutil
 import statistics
 import sys
@@ -30,6 +31,22 @@ from kubedevice.topology import TopologyConfig, TopologyManager, new_manager, sy
 RESOURCE = "bench.kubedevice.io/widget"
 #: How the CLI is run as a process (the console script may not be on PATH).
 CLI = (sys.executable, "-c", "from kubedevice.cli import run; run()")
+
+
+class Scale(enum.Enum):
+    """How big a run is. QUICK: tiny sizes, one run, to check the harness (the suite's smoke tests); it
+    measures nothing useful. SHORT: `python -m bench` and `make bench`, every scenario once at the sizes
+    of the figures the docs quote, in a minute or two (README.md says which sizes). FULL: `--full` and
+    `make bench-full`, every scale target (10,000 pods, 1,000,000 devices...), three runs per figure."""
+
+    QUICK = "quick"
+    SHORT = "short"
+    FULL = "full"
+
+    @property
+    def runs(self) -> int:
+        """Runs per figure unless --runs says otherwise."""
+        return 3 if self is Scale.FULL else 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from typing import Any
 from asyncinotify import Inotify, Mask
 
 from bench import admission
-from bench.common import CLI, RESOURCE, Figures, Target, short_tempdir
+from bench.common import CLI, RESOURCE, Figures, Scale, Target, short_tempdir
 from kubedevice.node.config import NodePaths
 from kubedevice.statusapi.client import StatusClient, StatusClientError
 
@@ -232,8 +232,9 @@ async def manager_only_rate(pods: int) -> float:
     return pods / done[-1]
 
 
-async def run(*, quick: bool, runs: int) -> Figures:
+async def run(*, scale: Scale, runs: int) -> Figures:
     figures = Figures(NAME)
+    quick = scale is Scale.QUICK
     sizes = (20,) if quick else (100, 1_000)
     for _ in range(runs):
         for pods in sizes:

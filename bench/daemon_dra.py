@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from bench import daemon_admission
-from bench.common import Figures, Target, short_tempdir
+from bench.common import Figures, Scale, Target, short_tempdir
 from bench.daemon_admission import Processes, RunningLog, check_all_running, write_manifest
 
 NAME = "daemon-dra"
@@ -105,8 +105,9 @@ async def measure(pods: int) -> float:
             await procs.close()
 
 
-async def run(*, quick: bool, runs: int) -> Figures:
+async def run(*, scale: Scale, runs: int) -> Figures:
     figures = Figures(NAME)
+    quick = scale is Scale.QUICK
     pods = 20 if quick else 1_000
     for _ in range(runs):
         plugin_elapsed = await daemon_admission.measure(pods)

@@ -17,7 +17,7 @@ import time
 from collections import deque
 from pathlib import Path
 
-from bench.common import Figures, Target
+from bench.common import Figures, Scale, Target
 from bench.pod_latency import percentile
 from kubedevice.resource.model import (
     AttributeValue,
@@ -124,8 +124,9 @@ def rss_kib() -> int:
     raise RuntimeError("no VmRSS in /proc/self/status")
 
 
-async def run(*, quick: bool, runs: int) -> Figures:
+async def run(*, scale: Scale, runs: int) -> Figures:
     figures = Figures(NAME)
+    quick = scale is Scale.QUICK
     drivers, devices, pods = (2, 8, 20) if quick else (4, 64, 200)
     memory_runs = 2 if quick else 10
     device_pools = pools(drivers, devices)

@@ -17,7 +17,7 @@ from pathlib import Path
 import grpc.aio
 
 from bench.admission import admit_all, one_device_pods, window_cost
-from bench.common import Figures, Target, admitting_node, short_tempdir
+from bench.common import Figures, Scale, Target, admitting_node, short_tempdir
 from kubedevice.api.dra.v1 import api_pb2 as dra
 from kubedevice.api.dra.v1 import api_pb2_grpc as dra_grpc
 from kubedevice.dra import DRAManager
@@ -122,8 +122,9 @@ async def prepare_all(
         await server.stop(None)
 
 
-async def run(*, quick: bool, runs: int) -> Figures:
+async def run(*, scale: Scale, runs: int) -> Figures:
     figures = Figures(NAME)
+    quick = scale is Scale.QUICK
     pods = 30 if quick else 1_000
     windows = ((0, 10), (10, 30)) if quick else ((0, 100), (100, 300), (300, 1_000))
     for inflight in (1, 32):

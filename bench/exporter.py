@@ -24,7 +24,7 @@ from pathlib import Path
 import grpc.aio
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.common import CLI, Figures, Target, short_tempdir, wait_until
+from bench.common import CLI, Figures, Scale, Target, short_tempdir, wait_until
 from kubedevice.api.podresources.v1 import api_pb2 as pr
 from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from kubedevice.checkpoint import CheckpointData, PodDevicesEntry, encode
@@ -162,9 +162,9 @@ async def _measure(root: Path, containers: int, devices: int) -> tuple[list[floa
         await server.stop(None)
 
 
-async def run(*, quick: bool, runs: int) -> Figures:
+async def run(*, scale: Scale, runs: int) -> Figures:
     figures = Figures(NAME)
-    containers = 200 if quick else 10_000
+    containers = 200 if scale is Scale.QUICK else 10_000
     devices = containers + containers // 40
     label = f"{containers:,} containers"
     for _ in range(runs):

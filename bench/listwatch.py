@@ -13,6 +13,7 @@ from bench.common import (
     RESOURCE,
     BenchPlugin,
     Figures,
+    Scale,
     Target,
     list_and_watch_bytes,
     short_tempdir,
@@ -21,6 +22,12 @@ from bench.common import (
 from kubedevice.manager import DeviceManager
 
 NAME = "listwatch"
+#: Devices per snapshot at each scale.
+SIZES = {
+    Scale.QUICK: (100, 1_000),
+    Scale.SHORT: (1_000, 10_000, 100_000),
+    Scale.FULL: (1_000, 10_000, 100_000, 1_000_000),
+}
 
 KUBELET_APPLY = {100_000: "0.130 s", 1_000_000: "refused (> 149,796 devices: 4 MiB)"}
 APPLY_TARGETS = {100_000: Target(0.5), 1_000_000: Target(5.0)}
@@ -49,10 +56,9 @@ async def measure_once(
     return applied, flip
 
 
-async def run(*, quick: bool, runs: int) -> Figures:
+async def run(*, scale: Scale, runs: int) -> Figures:
     figures = Figures(NAME)
-    sizes = (100, 1_000) if quick else (1_000, 10_000, 100_000, 1_000_000)
-    for count in sizes:
+    for count in SIZES[scale]:
         snapshot = list_and_watch_bytes(count)
         sick = range(0, count, 100)
         flipped = list_and_watch_bytes(count, sick)

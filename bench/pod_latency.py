@@ -15,7 +15,7 @@ import math
 import statistics
 import time
 
-from bench.common import RESOURCE, Figures, Target, short_tempdir
+from bench.common import RESOURCE, Figures, Scale, Target, short_tempdir
 from bench.daemon_admission import check_all_running, manifest_text, running_node, write_manifest
 
 NAME = "latency"
@@ -70,8 +70,9 @@ async def many_resources(pods: int, resources: int, devices: int) -> float:
     return end - start
 
 
-async def run(*, quick: bool, runs: int) -> Figures:
+async def run(*, scale: Scale, runs: int) -> Figures:
     figures = Figures(NAME)
+    quick = scale is Scale.QUICK
     count = 10 if quick else ONE_BY_ONE
     spread = (8, 2, 4) if quick else (MAX_PODS, RESOURCES, DEVICES_PER_RESOURCE)
     for _ in range(runs):

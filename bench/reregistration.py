@@ -15,11 +15,13 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
-from bench.common import RESOURCE, Figures, Target, short_tempdir
+from bench.common import RESOURCE, Figures, Scale, Target, short_tempdir
 from kubedevice.manager import Change, DeviceManager
 from kubedevice.plugin import Allocation, Device, DevicePlugin, PluginServer
 
 NAME = "reregistration"
+#: kubelet.sock re-creations per mode at each scale: each is one sample.
+SIZES = {Scale.QUICK: 3, Scale.SHORT: 10, Scale.FULL: 20}
 
 
 class Widgets(DevicePlugin):
@@ -76,9 +78,9 @@ async def measure(restarts: int, use_inotify: bool) -> list[float]:
     return latencies
 
 
-async def run(*, quick: bool, runs: int) -> Figures:
+async def run(*, scale: Scale, runs: int) -> Figures:
     figures = Figures(NAME)
-    restarts = 3 if quick else 20
+    restarts = SIZES[scale]
     for use_inotify in (True, False):
         mode = "inotify" if use_inotify else "polling fallback"
         latencies = await measure(restarts, use_inotify)

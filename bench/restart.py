@@ -24,7 +24,7 @@ import grpc
 import grpc.aio
 
 import kubedevice
-from bench.common import RESOURCE, Figures, Target, device_id, short_tempdir
+from bench.common import RESOURCE, Figures, Scale, Target, device_id, short_tempdir
 from bench.daemon_admission import Processes
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.api.podresources.v1 import api_pb2 as pr
@@ -123,10 +123,10 @@ async def import_time() -> float:
     return time.perf_counter() - start
 
 
-async def run(*, quick: bool, runs: int) -> Figures:
+async def run(*, scale: Scale, runs: int) -> Figures:
     figures = Figures(NAME)
     await asyncio.to_thread(compileall.compile_dir, Path(kubedevice.__file__).parent, quiet=1)
-    for entries in (10, 100) if quick else (1_000, 10_000):
+    for entries in (10, 100) if scale is Scale.QUICK else (1_000, 10_000):
         with short_tempdir() as root:
             await asyncio.to_thread(write_checkpoint, root / "dp", entries)
             for _ in range(runs):

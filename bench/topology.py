@@ -15,7 +15,7 @@ import time
 from contextlib import AsyncExitStack
 
 from bench.admission import one_device_pods
-from bench.common import Figures, Target, admitting_node, short_tempdir
+from bench.common import Figures, Scale, Target, admitting_node, short_tempdir
 from kubedevice.node.admission import admit
 
 NAME = "topology"
@@ -44,8 +44,9 @@ async def measure(pods: int, per_node: int) -> dict[str, float]:
     return {policy: pods / seconds for policy, seconds in spent.items()}
 
 
-async def run(*, quick: bool, runs: int) -> Figures:
+async def run(*, scale: Scale, runs: int) -> Figures:
     figures = Figures(NAME)
+    quick = scale is Scale.QUICK
     per_node = 2 if quick else 125
     pods = NUMA_NODES * per_node
     rates: dict[str, list[float]] = {policy: [] for policy in POLICIES}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -11,23 +12,90 @@ from typer._click.globals import get_current_context
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
 #: Exit code of a usage error (a bad flag or argument), as for every command.
 EXIT_USAGE = 2
 
-#: Width used when stdout is not a terminal (a pipe, a CI log, `make demo | tee`): rich would assume 80
-#: columns and cut resource names such as "example.com/gpu" to "example.com/…".
+#: Width used when stdout is not a terminal (a pipe, a CI log, `make demo | tee`) and `COLUMNS` is not set:
+#: rich would assume 80 columns and cut resource names such as "example.com/gpu" to "example.com/…".
 PIPE_WIDTH = 120
 
 
+def columns_asked() -> int | None:
+    """`COLUMNS` when it is a positive whole number: the width the user asked for, terminal or not."""
+    text = os.environ.get("COLUMNS", "").strip()
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
 def make_console(**options: Any) -> Console:
-    """A Console on stdout, at least PIPE_WIDTH columns wide when stdout is not a terminal."""
+    """A Console on stdout; when stdout is not a terminal, `COLUMNS` wide, else PIPE_WIDTH. (On a terminal
+    rich takes `COLUMNS` itself, else the terminal's width.)"""
     # Imported here: commands that print no table (the node daemon, plugins) start without rich.
     from rich.console import Console
 
     if not sys.stdout.isatty() and "width" not in options:
-        options["width"] = PIPE_WIDTH
+        options["width"] = columns_asked() or PIPE_WIDTH
     return Console(**options)
+
+
+def print_whole(console: Console, table: Table) -> None:
+    """Print a table; where the output is not a terminal (a pipe, a file, a log), no word of a cell is
+    broken over two lines, so that a script finds a UID, a CDI ID or a path whole.
+
+    A table wider than the console is narrowed as rich narrows it, the widest columns first, but none below
+    its longest word or its header, so text wraps at spaces; when even those do not fit, the table is as
+    wide as they need. (rich would fold the words.)
+    """
+    from rich.measure import Measurement
+
+    unbounded = console.options.update_width(sys.maxsize)
+    if console.is_terminal or Measurement.get(console, unbounded, table).maximum <= console.width:
+        console.print(table)
+        return
+    spans = []
+    for column in table.columns:
+        header = Measurement.get(console, unbounded, column.header).maximum
+        cells = [Measurement.get(console, unbounded, cell) for cell in column.cells]
+        widest = max([header, *(size.maximum for size in cells)])
+        # A column that must not wrap keeps its width; any other may come down to its longest word (its
+        # header stays on one line).
+        narrowest = max([header, *(size.minimum for size in cells)])
+        spans.append((widest if column.no_wrap else narrowest, widest))
+    for column, (_, widest) in zip(table.columns, spans, strict=True):
+        column.width = widest
+    frame = Measurement.get(console, unbounded, table).maximum - sum(widest for _, widest in spans)
+    widths = _narrowed(spans, console.width - frame)
+    for column, width in zip(table.columns, widths, strict=True):
+        column.width = width
+    saved = console.width
+    console.width = max(saved, sum(widths) + frame)
+    try:
+        console.print(table)
+    finally:
+        console.width = saved
+
+
+def _narrowed(spans: list[tuple[int, int]], room: int) -> list[int]:
+    """Widths from (narrowest, widest) spans that add up to `room`, or to the narrowest ones when they
+    need more: as rich narrows a table, the widest columns first, down to a common width, but none below
+    its narrowest."""
+
+    def total(level: int) -> int:
+        return sum(max(narrowest, min(widest, level)) for narrowest, widest in spans)
+
+    # The highest common width the columns above it can come down to (binary search: total() only grows).
+    low, high = 0, max(widest for _, widest in spans)
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if total(middle) <= room else (low, middle - 1)
+    widths = [max(narrowest, min(widest, low)) for narrowest, widest in spans]
+    # What is left of the room, a column each, to the last of those cut to the common width (rich's
+    # rounding takes more from the first ones).
+    capped = [i for i, (narrowest, widest) in enumerate(spans) if narrowest <= low < widest]
+    for i in capped[len(capped) - max(0, room - sum(widths)) :]:
+        widths[i] += 1
+    return widths
 
 
 def command_name(command_path: str | None = None) -> str:

@@ -7,6 +7,7 @@ import json
 import os
 import pty
 import re
+import signal
 import subprocess
 from collections.abc import Iterator
 
@@ -116,3 +117,25 @@ def test_claims_table_and_json_and_the_dra_drivers_of_status(node: DRANodeProces
     assert drivers["endpoints"].endswith(".sock")
     status_json = json.loads(_run(node, "status", "--json"))
     assert status_json["draDrivers"][DRIVER]["devices"] == ["node-1/gpu-0", "node-1/gpu-1"]
+
+
+def test_a_claim_restored_after_a_restart_reads_restored_in_json_as_in_the_table(
+    node: DRANodeProcesses,
+) -> None:
+    node.start_daemon()
+    node.start_dra_plugin()
+    node.write_manifest("claims.yaml", claim_yaml("c1", uid=U1) + "---\n" + claim_yaml("c2", None, uid=U2))
+    node.write_manifest("a.yaml", pod_yaml("a", "c1", uid=A))
+    node.wait_phase("a", "Running")
+    states = {c["name"]: c["preparedState"] for c in json.loads(_run(node, "claims", "--json"))["claims"]}
+    assert states == {"c1": "yes", "c2": "no"}
+
+    assert node.kill_daemon(signal.SIGTERM) == 0
+    node.start_daemon()
+    node.wait_phase("a", "Running")
+    answer = {c["name"]: c for c in json.loads(_run(node, "claims", "--json"))["claims"]}
+    # The keys scripts already read stay; `preparedState` says what the table's column says.
+    c1 = answer["c1"]
+    assert (c1["prepared"], c1["cached"], c1["preparedState"]) == (False, True, "restored")
+    assert answer["c2"]["preparedState"] == "no"
+    assert _columns(_in_a_terminal(node, "claims"))["prepared"] == "restoredno"

@@ -80,6 +80,8 @@ def test_happy_path_with_a_device_plugin_resource_too(node: DRANodeProcesses) ->
         "prepared": True,
         "preparedThisRun": None,
     }
+    # As the API serves the pod: a claim named in the spec has no status entry.
+    assert pod["status"] == {}
     assert node.checkpoint_claims() == {"default/c1": ({P}, [f"{DRIVER}/node-1/gpu-0"])}
     data = json.loads(json.loads((node.root / "dra_manager_state").read_text())["Data"])
     device = data["ClaimInfoStateList"][0]["DriverState"][DRIVER]["Devices"][0]
@@ -243,6 +245,47 @@ def test_restart_keeps_claims_without_a_prepare_and_a_reboot_prepares_again(node
     assert node.checkpoint_claims() == {"default/c1": ({P, B}, [f"{DRIVER}/node-1/gpu-0"])}
 
 
+def test_a_normal_restart_logs_no_warning(node: DRANodeProcesses) -> None:
+    """A daemon stopped and started again, with a device plugin, a DRA driver and their pods running: every
+    event is routine (INFO), and a driver's first connection to a daemon says it is usable, not "again"."""
+    node.start_daemon()
+    node.start_plugin("example.com/gpu", 2)
+    node.wait_capacity("example.com/gpu", 2)
+    node.start_dra_plugin()
+    node.write_manifest("claims.yaml", claim_yaml("c1", uid=U1))
+    node.write_manifest("p.yaml", pod_yaml("p", "c1", uid=P, limits={"example.com/gpu": 1}))
+    node.wait_phase("p", "Running")
+
+    assert node.kill_daemon(signal.SIGTERM) == 0
+    node.start_daemon()
+    node.wait_phase("p", "Running")
+    node.wait_capacity("example.com/gpu", 2, 2)
+    wait_for(lambda: any(e["connected"] for e in node.endpoints()), "the driver to register again")
+    # The driver publishes its slice file again after the daemon's start removed it.
+    wait_for(node.driver_devices, "the driver's devices to be published again")
+    node.write_manifest("q.yaml", pod_yaml("q", "c1", uid=B))  # a call to the driver after the restart
+    node.wait_phase("q", "Running")
+
+    # Whole logs (node.log keeps only their ends).
+    logs = {
+        name: (node.root / f"{file}.log").read_text()
+        for name, file in (
+            ("daemon", "daemon"),
+            ("driver", f"dra-{DRIVER}"),
+            ("plugin", "plugin-example.com_gpu"),
+        )
+    }
+    daemon = logs["daemon"]
+    warned = {
+        name: [line for line in text.splitlines() if " WARNING " in line or " ERROR " in line]
+        for name, text in logs.items()
+    }
+    assert warned == {"daemon": [], "driver": [], "plugin": []}
+    assert daemon.count(f"INFO kubedevice.dra.plugins: DRA driver {DRIVER} is usable\n") == 2, daemon
+    assert "usable again" not in daemon
+    assert "was removed (a node daemon starting clears the folder): writing it again" in logs["driver"]
+
+
 def test_terminating_until_the_driver_is_back(node: DRANodeProcesses) -> None:
     """Scenario 43."""
     node.start_daemon()
@@ -373,11 +416,13 @@ def test_a_template_claim_is_generated_allocated_prepared_and_deleted_with_its_p
     node.start_daemon()
     node.start_dra_plugin()
     node.write_manifest("t.yaml", TEMPLATE_POD)
-    node.wait_message("t", 'pod "default/t": ResourceClaim not created yet')
+    assert node.wait_message("t", 'pod "default/t": ResourceClaim not created yet')["status"] == {}
     node.write_manifest("class.yaml", GPU_CLASS + "---\n" + TEMPLATE)
     pod = node.wait_phase("t", "Running")
     (claim,) = pod["resourceClaims"]
     generated = claim["resourceClaimName"]
+    # The same claim as a DRA user's script reads it from the API server's pod.
+    assert pod["status"] == {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": generated}]}
     assert generated.startswith("t-gpu-") and len(generated) == len("t-gpu-") + 5
     assert pod["containers"][0]["cdiDevices"] == [f"{DRIVER}/gpu=gpu-0"]
     assert pod["uid"] not in json.loads(node.paths.state_file.read_text())["pods"]

@@ -81,6 +81,7 @@ def test_an_extended_resource_met_by_dra_then_by_a_device_plugin_registered_late
     special = status["resourceClaimName"]
     assert re.fullmatch(r"p-extended-resources-[a-z0-9]{5}", special), special
     assert status["requestMappings"] == _mapping("example.com/gpu")
+    assert pod["status"] == {"extendedResourceClaimStatus": status}  # the API's pod status, no template claim
     main = pod["containers"][0]
     # The device manager was not asked: no device, no "no plugin serves" warning.
     assert (main["devices"], pod["warnings"]) == ({}, [])
@@ -121,7 +122,7 @@ def test_an_extended_resource_met_by_dra_then_by_a_device_plugin_registered_late
     missing = "deviceclass.resource.kubernetes.io/missing"
     node.write_manifest("n.yaml", pod_yaml("n", limits={missing: 1}))
     n = node.wait_phase("n", "Running")
-    assert n["extendedResourceClaimStatus"] is None
+    assert (n["extendedResourceClaimStatus"], n["status"]) == (None, {})
     assert n["warnings"] == [f"{missing}: no plugin serves this resource; the container runs without it"]
 
     # Two containers: a request each, each container given its own device only.

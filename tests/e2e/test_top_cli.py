@@ -83,6 +83,18 @@ def test_one_frame_from_a_bare_podresources_socket(node: NodeProcesses) -> None:
     assert got == (FRAMES / "two_numa_podresources.txt").read_text(), got
 
 
+def test_one_frame_is_as_wide_as_columns_asks(node: NodeProcesses) -> None:
+    # The frame is laid out for 80 columns; COLUMNS narrower than that wraps its long lines to fit.
+    env = {**os.environ, "COLUMNS": "60"}
+    result = subprocess.run(
+        [*CLI, "top", "--root-dir", str(node.root)], capture_output=True, text=True, env=env, timeout=30
+    )
+    assert result.returncode == 0, result.stderr
+    lines = [line.rstrip() for line in result.stdout.splitlines()]
+    assert lines and all(len(line) <= 60 for line in lines), result.stdout
+    assert "example.com/gpu  8 devices: 4 held" in result.stdout and "NUMA 1   !2   2" in result.stdout
+
+
 def _read_until(fd: int, marker: bytes, what: str) -> bytes:
     seen = b""
     end = time.monotonic() + DEADLINE_S

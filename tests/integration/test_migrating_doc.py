@@ -1,5 +1,6 @@
 """docs/migrating.md's Python runs as written: its blocks, executed in order, make plugins the stand-in
-kubelet serves, and the page's own test function passes against the `kubelet` fixture."""
+kubelet serves, and the page's own test function passes against the `kubelet` fixture; its worked
+example's conformance run passes on this machine, which has no accelerators, as the page says it does."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -87,3 +90,42 @@ async def test_several_resources_run_in_one_process_until_sigterm(
     os.kill(os.getpid(), signal.SIGTERM)  # run_all's handler, installed before it registered
     await asyncio.wait_for(running, timeout=10)
     assert not [p for p in os.listdir(kubelet.plugin_dir) if p.startswith("vendor.example")]
+
+
+def _sh_blocks() -> list[str]:
+    return [block.split("```", 1)[0] for block in DOC.read_text(encoding="utf-8").split("```sh\n")[1:]]
+
+
+def test_the_worked_example_passes_conformance_on_a_machine_without_accelerators(tmp_path: Path) -> None:
+    # The page's first block saved as accelerators.py, as it says; `python` and `kubedevice` from this venv.
+    first = DOC.read_text(encoding="utf-8").split("```python\n")[1].split("```", 1)[0]
+    (tmp_path / "accelerators.py").write_text(first)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.pop("KUBEDEVICE_PLUGIN_DIR", None)
+    env["COLUMNS"] = "200"  # the report's rows on one line each, whatever this process's environment says
+
+    def run(script: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-e", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
+
+    # As written, on a machine without /dev/accel*: the failure the page names.
+    (as_written,) = [
+        b for b in _sh_blocks() if b == "kubedevice conformance --numa-nodes 2 -- python accelerators.py\n"
+    ]
+    if not [name for name in os.listdir("/dev") if name.startswith("accel")]:
+        bare = run(as_written)
+        assert bare.returncode == 1, bare.stdout + bare.stderr
+        rows = {line.split("│")[1].strip(): line for line in bare.stdout.splitlines() if line.count("│") > 2}
+        assert " WARN " in rows["list-and-watch"] and "the first list is empty" in bare.stdout
+        assert " FAIL " in rows["kubelet-restart"]
+        assert "registered again with an empty device list" in bare.stdout
+    # With the page's fixture folder it passes, every check.
+    (with_fixture,) = [b for b in _sh_blocks() if "ACCEL_DEV=" in b]
+    done = run(with_fixture)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[-1].strip() == "PASSED", done.stdout
+    assert not [line for line in lines if " FAIL " in line or " WARN " in line or " SKIP " in line], (
+        done.stdout
+    )

@@ -628,7 +628,20 @@ CASES: list[tuple[str, str, Case, str, Callable[[NodePaths], None] | None]] = [
         None,
     ),
     # Manifests
-    ("mf-yaml-garbage", "manifest", _manifest("kind: [\n  - {"), "YAML error", None),
+    (
+        "mf-yaml-garbage",
+        "manifest",
+        _manifest("kind: [\n  - {"),
+        "YAML error at line 2, column 3: expected the node content, but found '-'",
+        None,
+    ),
+    (
+        "mf-helm-template",
+        "manifest",
+        _manifest("apiVersion: v1\nkind: Pod\nmetadata:\n  name: {{ .Release.Name }}\n"),
+        "looks like a Helm template ({{ at line 4, column 9) — render it with `helm template` first",
+        None,
+    ),
     ("mf-empty-file", "manifest", _manifest(b""), "no document in the file", None),
     ("mf-non-utf8", "manifest", _manifest(b"kind: Pod\nname: \xff\xfe\n"), "not UTF-8 text", None),
     (

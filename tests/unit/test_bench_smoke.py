@@ -19,10 +19,12 @@ from bench import (
     dra_allocator,
     exporter,
     listwatch,
+    memory,
     pod_latency,
+    reregistration,
     topology,
 )
-from bench.common import RESOURCE, Figures, Target, device_id, list_and_watch_bytes, short_tempdir
+from bench.common import RESOURCE, Figures, Scale, Target, device_id, list_and_watch_bytes, short_tempdir
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.checkpoint import CheckpointStore
 
@@ -55,7 +57,7 @@ def test_percentile_is_the_nearest_rank() -> None:
 
 
 async def test_latency_scenario_follows_the_daemons_log_to_every_pod_running() -> None:
-    figures = {f.name: f for f in await pod_latency.run(quick=True, runs=1)}
+    figures = {f.name: f for f in await pod_latency.run(scale=Scale.QUICK, runs=1)}
     assert set(figures) == {
         "one manifest to Running (10 one at a time): median",
         "one manifest to Running (10 one at a time): p99",
@@ -98,7 +100,7 @@ async def test_admission_admits_every_pod_and_checkpoints_them() -> None:
 
 
 async def test_topology_scenario_admits_under_both_policies() -> None:
-    figures = {f.name: f for f in await topology.run(quick=True, runs=1)}
+    figures = {f.name: f for f in await topology.run(scale=Scale.QUICK, runs=1)}
     assert set(figures) == {
         "16 pods, 8 NUMA x 2 devices, none: rate",
         "16 pods, 8 NUMA x 2 devices, single-numa-node: rate",
@@ -113,7 +115,7 @@ def test_devices_spread_over_numa_nodes_in_blocks() -> None:
 
 
 async def test_exporter_scenario_measures_a_real_exporter_at_tiny_size() -> None:
-    figures = {f.name: f for f in await exporter.run(quick=True, runs=1)}
+    figures = {f.name: f for f in await exporter.run(scale=Scale.QUICK, runs=1)}
     refresh = figures["one refresh, 200 containers (checkpoint changed)"]
     assert len(refresh.samples) == exporter.REFRESHES and all(s > 0 for s in refresh.samples)
     assert len(figures["one scrape, 200 containers"].samples) == exporter.REFRESHES
@@ -160,14 +162,14 @@ def test_bad_arguments_exit_2_with_one_line(args: list[str], message: str) -> No
 
 
 async def test_cli_startup_scenario_times_each_command_as_a_process() -> None:
-    figures = {f.name: f for f in await cli_startup.run(quick=True, runs=1)}
+    figures = {f.name: f for f in await cli_startup.run(scale=Scale.QUICK, runs=1)}
     assert set(figures) == {"kubedevice --help", "kubedevice --version", "kubedevice status (no daemon)"}
     assert all(len(f.samples) == 1 and f.median > 0 for f in figures.values())
     assert figures["kubedevice --help"].target is not None  # the start-up goal is judged, not asserted
 
 
 async def test_dra_allocator_scenario_allocates_every_pod_at_tiny_size() -> None:
-    figures = {f.name: f for f in await dra_allocator.run(quick=True, runs=1)}
+    figures = {f.name: f for f in await dra_allocator.run(scale=Scale.QUICK, runs=1)}
     rate = next(f for name, f in figures.items() if name.endswith(": rate"))
     assert rate.median > 0
     assert any(name.startswith("RSS growth") for name in figures)
@@ -175,7 +177,7 @@ async def test_dra_allocator_scenario_allocates_every_pod_at_tiny_size() -> None
 
 
 async def test_daemon_dra_scenario_runs_claim_pods_beside_device_plugin_pods_at_tiny_size() -> None:
-    figures = {f.name: f for f in await daemon_dra.run(quick=True, runs=1)}
+    figures = {f.name: f for f in await daemon_dra.run(scale=Scale.QUICK, runs=1)}
     assert set(figures) == {
         "20 claim pods to Running",
         "20 claim pods: rate",
@@ -184,3 +186,29 @@ async def test_daemon_dra_scenario_runs_claim_pods_beside_device_plugin_pods_at_
         "20 pods: claim rate / device-plugin rate",
     }
     assert all(len(f.samples) == 1 and f.median > 0 for f in figures.values())
+
+
+def test_make_bench_is_the_short_run_the_readme_describes() -> None:
+    makefile = (REPO / "Makefile").read_text()
+    assert "\nbench: $(STAMP)\n\t$(BIN)/python -m bench\n" in makefile
+    assert "\nbench-full: $(STAMP)\n\t$(BIN)/python -m bench --full\n" in makefile
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "`make bench` (`python -m bench`) runs every scenario once at the sizes" in readme
+    assert (
+        "`make bench-full` (`python -m bench --full`) adds the scale targets and three runs per figure"
+        in readme
+    )
+    short, full = Scale.SHORT, Scale.FULL
+    assert (short.runs, full.runs) == (1, 3)
+    # What the short run leaves out, as the README says it, from the sizes the scenarios run.
+    most, fewer = max(listwatch.SIZES[full]), max(listwatch.SIZES[short])
+    assert f"ListAndWatch up to {most:,} devices (`make bench`: {fewer:,})" in readme
+    assert admission.SIZES[short] == (1_000, None) and admission.SIZES[full][0] == 1_000
+    assert f"{admission.SIZES[full][1]:,} pods admitted one by one and 32 at a time (left out)" in readme
+    (devices, containers), (some, few) = memory.SIZES[full], memory.SIZES[short]
+    assert f"memory with {devices:,} devices and {containers:,} containers ({some:,} and {few:,})" in readme
+    assert (
+        f"{reregistration.SIZES[full]} kubelet.sock re-creations per mode ({reregistration.SIZES[short]})"
+        in readme
+    )
+    assert f"{cli_startup.ROUNDS[full]} starts of each command ({cli_startup.ROUNDS[short]})" in readme

@@ -231,11 +231,18 @@ def test_symlinks_outside_the_folder_are_refused_unless_allowed(tmp_path: Path) 
 )
 def test_yaml_errors_are_the_pure_loaders_words_whichever_loader_read_first(content: bytes) -> None:
     # libyaml (when PyYAML has it) reads manifests; what a bad one reports is still the pure loader's.
-    with pytest.raises(yaml.YAMLError) as pure:
+    with pytest.raises(yaml.MarkedYAMLError) as pure:
         list(yaml.load_all(content.decode(), Loader=yaml.SafeLoader))
     with pytest.raises(ManifestError) as reported:
         parse_manifest("bad.yaml", content)
-    assert str(reported.value) == f"YAML error: {' '.join(str(pure.value).split())}"
+    mark = pure.value.problem_mark
+    assert mark is not None
+    where = (
+        "the end of the file"
+        if mark.index == len(content)
+        else f"line {mark.line + 1}, column {mark.column + 1}"
+    )
+    assert str(reported.value).startswith(f"YAML error at {where}: {pure.value.problem}")
 
 
 def test_both_yaml_loaders_read_a_manifest_alike() -> None:

@@ -77,6 +77,9 @@ class DRAPlugins:
         self._health = HealthCache(default_timeout=health_timeout, clock=clock)
         self._store: dict[str, list[_Endpoint]] = {}
         self._wipes: dict[str, asyncio.TimerHandle] = {}
+        #: Drivers that had a connected endpoint since this store started or their slices were last wiped:
+        #: the next connection makes them usable *again*, their slices kept.
+        self._were_usable: set[str] = set()
         self._closing: set[asyncio.Task[None]] = set()
         self._stopped = False
 
@@ -198,7 +201,11 @@ class DRAPlugins:
             handle = self._wipes.pop(driver, None)
             if handle is not None:
                 handle.cancel()
-                log.info("DRA driver %s is usable again: its ResourceSlices are kept", driver)
+                if driver in self._were_usable:
+                    log.info("DRA driver %s is usable again: its ResourceSlices are kept", driver)
+                else:
+                    log.info("DRA driver %s is usable", driver)
+            self._were_usable.add(driver)
             return
         if driver in self._wipes:
             return  # already pending: the first deadline stands
@@ -207,6 +214,7 @@ class DRAPlugins:
 
     def _wipe(self, driver: str) -> None:
         self._wipes.pop(driver, None)
+        self._were_usable.discard(driver)
         log.info(
             "DRA driver %s has had no connected plugin for %g s: wiping its ResourceSlices",
             driver,

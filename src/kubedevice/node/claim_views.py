@@ -13,7 +13,7 @@ from kubedevice.dra import DRAError, DRAManager
 from kubedevice.dra.claim_names import resolve
 from kubedevice.node.pods import PodRecord
 from kubedevice.resource.claim_json import claim_json, consumer_json
-from kubedevice.statusapi.contract import node_answer
+from kubedevice.statusapi.contract import node_answer, prepared_state
 
 #: namespace/name -> (the cache entry, prepared in this run)
 Infos = Mapping[str, tuple[ClaimInfoState, bool]]
@@ -80,6 +80,8 @@ def claims_view(control: ControlPlane, dra: DRAManager, records: Iterable[PodRec
             "cached": state is not None,
             "cachedUID": cached_uid,
             "prepared": prepared,
+            # The claims table's "prepared" column: `yes`, `restored` (from the checkpoint, in use) or `no`.
+            "preparedState": prepared_state(prepared, state is not None),
             "pods": [{"uid": uid, "pod": names.get(uid)} for uid in sorted(state.pod_uids or ())]
             if state is not None
             else [],
@@ -216,6 +218,38 @@ def extended_claim_view(record: PodRecord) -> dict[str, Any] | None:
     }
 
 
+def claim_statuses_view(record: PodRecord) -> list[dict[str, Any]]:
+    """The pod's `status.resourceClaimStatuses` as the API serves it: an entry per pod claim made from a
+    template (the claim controller writes none for a claim named in the spec), in spec order, with
+    `resourceClaimName` left out when the pod needs no claim for it (Go's `omitempty`)."""
+    if not record.has_claims:
+        return []
+    pod = record.dra_pod
+    out: list[dict[str, Any]] = []
+    for pod_claim in pod.resource_claims:
+        if pod_claim.name not in pod.claim_statuses:
+            continue  # not made yet, or named in the spec
+        entry: dict[str, Any] = {"name": pod_claim.name}
+        generated = pod.claim_statuses[pod_claim.name]
+        if generated is not None:
+            entry["resourceClaimName"] = generated
+        out.append(entry)
+    return out
+
+
+def pod_status_view(record: PodRecord) -> dict[str, Any]:
+    """The DRA fields of the pod's `status` in core/v1's names, each left out when empty or unset as the
+    API server leaves it out, so a script written against `kubectl get pod -o json` reads them as is."""
+    status: dict[str, Any] = {}
+    claim_statuses = claim_statuses_view(record)
+    if claim_statuses:
+        status["resourceClaimStatuses"] = claim_statuses
+    extended = extended_claim_view(record)
+    if extended is not None:
+        status["extendedResourceClaimStatus"] = extended
+    return status
+
+
 class DRAPodView:
     """The DRA part of `/pods` (views.PodClaimsView), over one answer's snapshot of the claim cache."""
 
@@ -232,3 +266,6 @@ class DRAPodView:
 
     def extended_claim(self, record: PodRecord) -> dict[str, Any] | None:
         return extended_claim_view(record)
+
+    def status(self, record: PodRecord) -> dict[str, Any]:
+        return pod_status_view(record)

@@ -89,6 +89,8 @@ class PodClaimsView(Protocol):
 
     def extended_claim(self, record: PodRecord) -> dict[str, Any] | None: ...
 
+    def status(self, record: PodRecord) -> dict[str, Any]: ...
+
 
 def pod_view(
     manager: DeviceManager,
@@ -137,6 +139,9 @@ def pod_view(
         "resourceClaims": claims.pod_claims(record) if claims is not None else [],
         # The special claim of the extended resources DRA meets, as `status.extendedResourceClaimStatus`.
         "extendedResourceClaimStatus": claims.extended_claim(record) if claims is not None else None,
+        # The same claims in the API's shape (`status.resourceClaimStatuses`, `extendedResourceClaimStatus`),
+        # for scripts that read a pod as the API server serves it.
+        "status": claims.status(record) if claims is not None else {},
         "containers": containers,
     }
 

@@ -1,5 +1,9 @@
 """One manifest file's bytes as decoded documents: JSON or YAML (libyaml when there), `kind: List` flattened.
-Shared by the manifest folder's pods and DRA documents and by the ResourceSlice folder."""
+Shared by the manifest folder's pods and DRA documents and by the ResourceSlice folder.
+
+A file that is not YAML is refused in one line that says where and what (`YAML error at line 8, column
+11: mapping values are not allowed here`), or that it looks like a Helm template, which must be rendered
+before it is a manifest."""
 
 from __future__ import annotations
 
@@ -59,4 +63,55 @@ def _load_yaml(text: str) -> list[Any]:
     try:
         return [d for d in yaml.load_all(text, Loader=yaml.SafeLoader) if d is not None]
     except yaml.YAMLError as err:
-        raise ManifestError(f"YAML error: {' '.join(str(err).split())}") from None
+        template = _template_mark(text)
+        if template is not None:
+            raise ManifestError(
+                f"looks like a Helm template ({{{{ at line {template[0]}, column {template[1]}) — "
+                "render it with `helm template` first"
+            ) from None
+        raise ManifestError(_yaml_error(err, text)) from None
+
+
+def _yaml_error(err: Exception, text: str) -> str:
+    """PyYAML's error in one line: `YAML error at line 8, column 11: mapping values are not allowed here`,
+    and where the construct it was reading began when that is elsewhere (lines and columns from 1)."""
+    import yaml
+
+    if isinstance(err, yaml.MarkedYAMLError) and err.problem_mark is not None:
+        at = err.problem_mark
+        # PyYAML's end of the stream is on the line after a final newline, which the file does not show.
+        where = (
+            "the end of the file" if at.index >= len(text) else f"line {at.line + 1}, column {at.column + 1}"
+        )
+        line = f"YAML error at {where}: {err.problem}"
+        began = err.context_mark
+        if err.context and began is not None and began.index != at.index:
+            line += f" ({err.context} at line {began.line + 1}, column {began.column + 1})"
+        return line + (f"; {err.note}" if err.note else "")
+    if isinstance(err, yaml.reader.ReaderError):
+        # A character YAML does not allow (a NUL, a control character): where it is, in the text.
+        row = text.count("\n", 0, err.position) + 1
+        column = err.position - (text.rfind("\n", 0, err.position) + 1) + 1
+        code = err.character if isinstance(err.character, int) else ord(err.character)
+        what = f"unacceptable character #x{code:04x}: {err.reason}"
+        return f"YAML error at line {row}, column {column}: {what}"
+    return f"YAML error: {' '.join(str(err).split())}"
+
+
+def _template_mark(text: str) -> tuple[int, int] | None:
+    """Where a text that is not YAML shows a Helm template's action: the first `{{` outside a quoted
+    string and a comment, or any `{{-`; None when it has neither. Lines and columns from 1."""
+    if "{{" not in text:
+        return None
+    for row, line in enumerate(text.splitlines(), 1):
+        quote = ""
+        for column, char in enumerate(line):
+            if line.startswith("{{-", column) or (not quote and line.startswith("{{", column)):
+                return row, column + 1
+            if quote:
+                quote = "" if char == quote else quote
+            elif char in "'\"":
+                quote = char
+            elif char == "#" and (column == 0 or line[column - 1].isspace()):
+                break
+    return None

@@ -27,6 +27,13 @@ HEALTHZ = "/healthz"
 #: The node's name in `/node`, which a standalone DRA driver names its pool after.
 NODE_NAME_FIELD = "nodeName"
 
+#: A claim's `preparedState` in `/claims`, the words of the claims table's "prepared" column: prepared in
+#: this run of the daemon, restored from the DRA checkpoint (its pods run with its devices; the driver was
+#: not called again), or neither.
+PREPARED = "yes"
+RESTORED = "restored"
+NOT_PREPARED = "no"
+
 #: Finds a claim's answer by namespace and name; None when there is no such claim.
 ClaimLookup = Callable[[str, str], dict[str, Any] | None]
 
@@ -42,6 +49,14 @@ def parse_claim_path(rest: str) -> tuple[str, str] | None:
     if len(parts) != 2 or not all(parts):
         return None
     return unquote(parts[0]), unquote(parts[1])
+
+
+def prepared_state(prepared: bool, cached: bool) -> str:
+    """A claim's `preparedState` from its `prepared` (in this run) and `cached` (in the DRA manager's
+    cache): what the table shows and what a script reads, one vocabulary."""
+    if prepared:
+        return PREPARED
+    return RESTORED if cached else NOT_PREPARED
 
 
 def node_answer(node_name: str) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 them too.
 
 Columns wrap at spaces or fold (a resource's, a pod's, a claim's and a driver's name stay whole); nothing is
-cut with "…", so a 100-column terminal shows it all.
+cut with "…", so a 100-column terminal shows it all. Where the output is not a terminal nothing is folded:
+a UID or a CDI ID stays on one line for the scripts that read it (console.print_whole).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from kubedevice.console import print_whole
 from kubedevice.statusapi import contract
 
 
@@ -41,7 +43,7 @@ def print_node(console: Console, data: dict[str, Any]) -> None:
             ", ".join(info["healthy"]),
             ", ".join(info["unhealthy"]),
         )
-    console.print(table)
+    print_whole(console, table)
     topology = data.get("topology")
     if topology:
         nodes = ",".join(map(str, topology["numaNodes"])) or "none"
@@ -90,7 +92,7 @@ def print_pods(console: Console, data: dict[str, Any]) -> None:
             )
         name = f"{entry['namespace']}/{entry['name']}"
         notes.extend(f"{name}: {why}" for why in [entry.get("detail"), *entry.get("warnings", ())] if why)
-    console.print(table)
+    print_whole(console, table)
     for entry in data["manifestErrors"]:
         console.print(f"bad manifest {entry['file']}: {entry['error']}", highlight=False)
     for line in notes:
@@ -161,7 +163,7 @@ def print_dra_drivers(console: Console, data: dict[str, Any]) -> None:
             f"{len(devices)}: {_device_names(devices)}" if devices else "0",
             ", ".join(_pools(devices)) or "-",
         )
-    console.print(table)
+    print_whole(console, table)
     node_name = contract.node_name_of(data)
     if node_name:
         console.print(f"DRA node name: {node_name}", highlight=False)
@@ -187,15 +189,6 @@ def _reserved(claim: dict[str, Any], pods_by_uid: dict[str, str]) -> str:
     return ", ".join(names) + (f" (by the {by})" if by else "")
 
 
-def _prepared(claim: dict[str, Any]) -> str:
-    if claim.get("prepared"):
-        return "yes"
-    if claim.get("cached"):
-        # Restored from the checkpoint: its pods run with its devices, the driver was not called again.
-        return "restored"
-    return "no"
-
-
 def print_claims(console: Console, data: dict[str, Any]) -> None:
     """The status API's `/claims` answer, one row per claim."""
     claims = data.get("claims", [])
@@ -214,10 +207,10 @@ def print_claims(console: Console, data: dict[str, Any]) -> None:
             claim.get("uid") or "-",
             _allocation(claim),
             _reserved(claim, pods),
-            _prepared(claim),
+            contract.prepared_state(bool(claim.get("prepared")), bool(claim.get("cached"))),
             "\n".join(claim.get("cdiDevices", [])) or "-",
             "\n".join(pods.values()) or "-",
         )
-    console.print(table)
+    print_whole(console, table)
     if not claims:
         console.print("no ResourceClaims: no claim document, template or DRA-backed pod", highlight=False)

@@ -22,13 +22,15 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
+from kubedevice.console import columns_asked
 from kubedevice.options import ROOT_HELP, fail, root_option
 from kubedevice.top.frame import render
 from kubedevice.top.model import TopView
 from kubedevice.top.sources import PodResourcesSource, Source, StatusSource, TopSourceError
 
 REFRESH_S = 1.0
-#: The width of the one frame printed when stdout is not a terminal: the frame is laid out for it.
+#: The width of the one frame printed when stdout is not a terminal and `COLUMNS` is not set: the frame is
+#: laid out for it.
 FRAME_WIDTH = 80
 
 
@@ -50,7 +52,7 @@ def top(
             view = asyncio.run(source.fetch())
         except TopSourceError as err:
             fail(f"top: {err}")
-        Console(width=FRAME_WIDTH).print(render(view))
+        Console(width=columns_asked() or FRAME_WIDTH).print(render(view))
         return
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_live(source, Console()))

@@ -117,7 +117,10 @@ class StandaloneBackend:
             async with self._lock:
                 if self._content is None or await asyncio.to_thread(self.path.exists):
                     continue
-                log.warning("%s was deleted; writing it again", self.path)
+                # Routine: a node daemon removes every slice file when it starts, and plugins publish again.
+                log.info(
+                    "%s was removed (a node daemon starting clears the folder): writing it again", self.path
+                )
                 try:
                     await self._write(self._content)
                 except OSError as err:
