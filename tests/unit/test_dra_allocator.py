@@ -541,3 +541,26 @@ def test_a_search_deeper_than_the_stack_is_unschedulable_not_a_crash(cel: CelSel
     assert caught.value.message == (
         "cannot allocate all claims: the pod's claims want more devices than one search can take"
     )
+
+
+def nested_all(size: int) -> str:
+    """`size` x `size` comprehension iterations: a selector whose cost grows with the square of its lists."""
+    items = "[" + ", ".join(["1"] * size) + "]"
+    return f"{items}.all(x, {items}.all(y, x == y))"
+
+
+def test_a_selector_over_the_cost_budget_is_unschedulable_with_upstreams_words(cel: CelSelectors) -> None:
+    built = request([claim("c1", req("gpu", selectors=(nested_all(200),)))], [pool("gpu-0")])
+    with pytest.raises(Unschedulable) as caught:
+        allocate(built, cel)
+    assert caught.value.reason == "Unschedulable"
+    assert caught.value.message == (
+        "claim default/c1: selector #0 on device gpu.example.com/node-1/gpu-0: CEL runtime error: "
+        "operation cancelled: actual cost limit exceeded"
+    )
+
+
+def test_a_selector_within_the_cost_budget_still_selects(cel: CelSelectors) -> None:
+    # 50 x 50 iterations, well inside the budget; every item is 1, so the selector is true
+    built = request([claim("c1", req("gpu", selectors=(nested_all(50),)))], [pool("gpu-0")])
+    assert picked(allocate(built, cel)) == [[("gpu", "gpu-0")]]

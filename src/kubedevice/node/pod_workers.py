@@ -40,7 +40,7 @@ from kubedevice.node.dynamic_resources import DynamicResources
 from kubedevice.node.metrics import NodeMetrics
 from kubedevice.node.pod_restore import pod_name
 from kubedevice.node.pods import ADMISSION_ERROR_REASON, PodRecord, PodTable
-from kubedevice.scheduler.request import UNSCHEDULABLE
+from kubedevice.scheduler.request import SCHEDULER_ERROR, UNSCHEDULABLE
 from kubedevice.tasks import Signal, cancel_and_wait, wait_any
 from kubedevice.topology import TopologyManager
 
@@ -238,18 +238,19 @@ class PodWorkers:
             changes = [control.changed.current(), dynamic.registered.current(), self._terminated.current()]
             if not self._pending(record):
                 break
-            scheduled = control.schedule(record.pod, record.manifest.claims, record.routes, dynamic.cache())
-            record.dra_pod = scheduled.pod
-            waiting = scheduled.waiting
-            if waiting is None:
-                error = await dynamic.prepare(scheduled.pod)
-                if error is None:
-                    if record.reason in (PREPARE_FAILED, UNSCHEDULABLE):
-                        record.reason, record.message, record.detail = "", "", ""
-                    break
-                self._wait(record, PREPARE_FAILED, error)
-            else:
-                self._wait(record, waiting.reason, waiting.message, waiting.detail)
+            try:
+                prepared = await self._schedule_and_prepare(record)
+            except Exception as err:
+                # A fault in the DRA step (the search, the stores, a driver's answer) must not end the
+                # admission: as the scheduler does with an internal error, the pod waits with the error
+                # as its message and is tried again. The traceback is for debugging only.
+                log.debug("the DRA step of pod %s failed", pod_name(record.pod), exc_info=True)
+                self._wait(record, SCHEDULER_ERROR, f"internal error in the DRA step: {_error_line(err)}")
+                prepared = False
+            if prepared:
+                if record.reason in (PREPARE_FAILED, UNSCHEDULABLE, SCHEDULER_ERROR):
+                    record.reason, record.message, record.detail = "", "", ""
+                break
             if not started.done():
                 started.set_result(None)
             await wait_any(changes, self.config.dra_retry_period)
@@ -258,6 +259,21 @@ class PodWorkers:
         if dynamic.needs_unprepare(record.uid):
             dynamic.reconcile_soon()  # removed while its prepare ran: what it recorded is unprepared
         return False
+
+    async def _schedule_and_prepare(self, record: PodRecord) -> bool:
+        """One try of the pod's claims: scheduled, then prepared (True), or the pod waits (False)."""
+        control, dynamic = self._control, self._dynamic
+        scheduled = control.schedule(record.pod, record.manifest.claims, record.routes, dynamic.cache())
+        record.dra_pod = scheduled.pod
+        waiting = scheduled.waiting
+        if waiting is not None:
+            self._wait(record, waiting.reason, waiting.message, waiting.detail)
+            return False
+        error = await dynamic.prepare(scheduled.pod)
+        if error is not None:
+            self._wait(record, PREPARE_FAILED, error)
+            return False
+        return True
 
     def _wait(self, record: PodRecord, reason: str, message: str, detail: str = "") -> None:
         """The pod stays Pending: why, said in the log when it changed."""
@@ -288,3 +304,9 @@ class PodWorkers:
         log.warning("pod %s failed admission: %s", pod_name(record.pod), message)
         if detail:
             log.info("pod %s: %s because %s", pod_name(record.pod), reason, detail)
+
+
+def _error_line(err: Exception) -> str:
+    """An unexpected exception as one line of a pod's message: its type, and its text when it has one."""
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__

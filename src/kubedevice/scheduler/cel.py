@@ -23,7 +23,7 @@ from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 from kubedevice.resource.model import SelectorCompileError, SliceDevice
 from kubedevice.scheduler.cel_values import DEVICE_TYPE, QUANTITY_TYPE, SEMVER_TYPE, CelValues
 
-__all__ = ["CelDevice", "CelRuntimeError", "CelSelectors", "SelectorCompileError"]
+__all__ = ["COST_LIMIT_EXCEEDED", "CelDevice", "CelRuntimeError", "CelSelectors", "SelectorCompileError"]
 
 _NO_SUCH_KEY = re.compile(r'Key not found in map\s*:\s*"?(.*?)"?$')
 _STATUS_PREFIX = re.compile(r"^[A-Z_]+: ")
@@ -36,6 +36,12 @@ _OPTIONAL_HINT = (
 )
 #: How many unknown domains one evaluation may add before its error stands (each retry adds one).
 _MAX_DOMAIN_RETRIES = 8
+#: cel-go's words when an evaluation passes its runtime cost limit, as Kubernetes' selectors report it
+#: (CompileCELExpression's `cel.CostLimit`, resourceapi.CELSelectorExpressionMaxCost, 1,000,000 units).
+COST_LIMIT_EXCEEDED = "operation cancelled: actual cost limit exceeded"
+#: cel-cpp's words for the same: the library stops an evaluation after a fixed number of comprehension
+#: iterations (10,000 over all its loops; it offers no setting), which is its runtime budget.
+_ITERATION_BUDGET_EXCEEDED = "Iteration budget exceeded"
 
 
 class CelRuntimeError(Exception):
@@ -187,7 +193,15 @@ class CelSelectors:
         except ValueError as err:
             return CelRuntimeError(str(err))
         for _ in range(_MAX_DOMAIN_RETRIES):
-            result = program.eval(data={"device": data})
+            try:
+                result = program.eval(data={"device": data})
+            except RuntimeError as err:
+                # The library raises (rather than returning an error value) when it stops an evaluation:
+                # past its budget, or on an internal failure. Either is this selector's runtime error on
+                # this device, never the caller's crash.
+                if _ITERATION_BUDGET_EXCEEDED in str(err):
+                    return CelRuntimeError(COST_LIMIT_EXCEEDED)
+                return CelRuntimeError(_one_line(str(err)))
             if result.type() != cel.Type.ERROR:
                 value = result.value()
                 if isinstance(value, bool):

@@ -18,7 +18,14 @@ from kubedevice.resource.model import (
 )
 from kubedevice.scheduler.pools import gather_pools
 
-__all__ = ["ADMIN_ACCESS_LABEL", "UNSCHEDULABLE", "AllocationRequest", "ClaimToAllocate", "Unschedulable"]
+__all__ = [
+    "ADMIN_ACCESS_LABEL",
+    "SCHEDULER_ERROR",
+    "UNSCHEDULABLE",
+    "AllocationRequest",
+    "ClaimToAllocate",
+    "Unschedulable",
+]
 
 #: The namespace label that allows `adminAccess` requests (the API server's check).
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
@@ -26,6 +33,9 @@ ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 
 #: The scheduler's reason when no allocation or reservation is possible: the pod's status reason.
 UNSCHEDULABLE = "Unschedulable"
+#: The scheduler's reason when scheduling failed with an internal error (v1.PodReasonSchedulerError): the
+#: pod stays Pending and is tried again.
+SCHEDULER_ERROR = "SchedulerError"
 
 
 class Unschedulable(Exception):
