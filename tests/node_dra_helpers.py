@@ -18,6 +18,14 @@ from tests.plugin_process import fields
 
 DRIVER = "gpu.example.com"
 NODE = "node-1"
+#: The class `claim_yaml`'s request names: every device of the test driver.
+GPU_CLASS = """apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu}
+spec:
+  selectors:
+  - cel: {expression: 'device.driver == "gpu.example.com"'}
+"""
 
 
 class DRANodeProcesses(NodeProcesses):

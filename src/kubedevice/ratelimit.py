@@ -1,7 +1,9 @@
-"""A token bucket, the PodResources server's unary rate limit (100 QPS, burst 10)."""
+"""A token bucket, the PodResources server's unary rate limit (100 QPS, burst 10), and log lines kept
+within one."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
@@ -34,3 +36,22 @@ class TokenBucket:
             self._tokens -= 1.0
             return True
         return False
+
+
+class RateLimitedLog:
+    """Log lines of one kind (a caller may repeat them in a loop) within a token bucket; lines past it are
+    dropped and counted in the next line logged, so the log stays bounded and still says how many."""
+
+    def __init__(self, logger: logging.Logger, bucket: TokenBucket) -> None:
+        self._logger = logger
+        self._bucket = bucket
+        self._dropped = 0
+
+    def log(self, level: int, message: str, *args: object) -> None:
+        if not self._bucket.allow():
+            self._dropped += 1
+            return
+        dropped, self._dropped = self._dropped, 0
+        if dropped:
+            message += f" ({dropped} more like it not logged)"
+        self._logger.log(level, message, *args)

@@ -15,6 +15,7 @@ from kubedevice.api.podresources.v1 import api_pb2 as pr
 from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from tests.node_dra_helpers import (
     DRIVER,
+    GPU_CLASS,
     DRANodeProcesses,
     claim_yaml,
     dra_node_processes,
@@ -26,13 +27,6 @@ P = "0b7e6a52-0000-4000-8000-00000000000p"
 A = "0b7e6a52-0000-4000-8000-00000000000a"
 B = "0b7e6a52-0000-4000-8000-00000000000b"
 U1 = "c1c1c1c1-0000-4000-8000-000000000001"
-GPU_CLASS = """apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {name: gpu}
-spec:
-  selectors:
-  - cel: {expression: 'device.driver == "gpu.example.com"'}
-"""
 BAD_CEL = '{deviceClassName: gpu, selectors: [{cel: {expression: "device.driver =="}}]}'
 
 

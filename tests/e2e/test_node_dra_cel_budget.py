@@ -7,16 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.node_dra_helpers import DRANodeProcesses, claim_yaml, dra_node_processes, pod_yaml
+from tests.node_dra_helpers import GPU_CLASS, DRANodeProcesses, claim_yaml, dra_node_processes, pod_yaml
 from tests.node_helpers import wait_for
 
-GPU_CLASS = """apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {name: gpu}
-spec:
-  selectors:
-  - cel: {expression: 'device.driver == "gpu.example.com"'}
-"""
 #: 200 x 200 comprehension iterations: past the budget on every device.
 ITEMS = "[" + ", ".join(["1"] * 200) + "]"
 COSTLY = f"{ITEMS}.all(x, {ITEMS}.all(y, x == y))"

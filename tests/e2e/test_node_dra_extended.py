@@ -14,20 +14,13 @@ import pytest
 
 from kubedevice.api.podresources.v1 import api_pb2 as pr
 from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
-from tests.node_dra_helpers import DRIVER, DRANodeProcesses, dra_node_processes, pod_yaml
+from tests.node_dra_helpers import DRIVER, GPU_CLASS, DRANodeProcesses, dra_node_processes, pod_yaml
 from tests.node_helpers import wait_for
 
 P = "0b7e6a52-0000-4000-8000-0000000000e1"
 Q = "0b7e6a52-0000-4000-8000-0000000000e2"
 R = "0b7e6a52-0000-4000-8000-0000000000e3"
-EXTENDED_CLASS = """apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {name: gpu}
-spec:
-  selectors:
-  - cel: {expression: 'device.driver == "gpu.example.com"'}
-  extendedResourceName: example.com/gpu
-"""
+EXTENDED_CLASS = GPU_CLASS + "  extendedResourceName: example.com/gpu\n"
 WARNING = (
     "extended resource example.com/gpu is offered by a device plugin and by DeviceClass gpu; "
     "the device plugin serves it"

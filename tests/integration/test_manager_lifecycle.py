@@ -303,7 +303,8 @@ async def test_probe_mode_separate_endpoint_is_used_as_is(root: Path) -> None:
                 type="DevicePlugin", name=R, endpoint="/nonexistent.sock", supported_versions=["v1beta1"]
             ),
             "RegisterPlugin error -- plugin registration failed with err: failed to dial device plugin: "
-            "no connection to /nonexistent.sock within 0.2 s",
+            'connection error: desc = "transport: Error while dialing: dial unix /nonexistent.sock: '
+            'connect: no such file or directory"',
         ),
     ],
     ids=["type", "version", "name", "dial"],

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import math
 import os
+import time
 from pathlib import Path
 
 import grpc
@@ -11,6 +15,7 @@ import pytest
 
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.manager import Container, DeviceManager, Pod
+from kubedevice.manager.registration import REFUSAL_LOG_BURST, REFUSAL_LOG_QPS
 from tests.integration.fakeplugin import (
     FakePlugin,
     eventually,
@@ -118,6 +123,46 @@ async def test_plugin_not_listening_fails_within_the_dial_timeout(root: Path) ->
         async with serving(good):
             await good.register(m.socket_path)
             await eventually(lambda: capacity(m)[0] == {"example.com/good": 2})
+
+
+async def test_an_endpoint_with_no_socket_is_refused_at_once_not_at_the_deadline(root: Path) -> None:
+    # A dial timeout longer than the caller's 30 s deadline: only an answer given without waiting for the
+    # socket reaches the caller as the kubelet's dial error rather than DEADLINE_EXCEEDED.
+    async with running_manager(root, dial_timeout=120) as m:
+        ghost = FakePlugin(m.plugin_dir / "ghost.sock", R)  # never started: nothing at the path
+        err = await register_error(ghost, m.socket_path)
+        assert err.code() == grpc.StatusCode.UNKNOWN
+        assert err.details() == (
+            'failed to dial device plugin: connection error: desc = "transport: Error while dialing: '
+            f'dial unix {m.plugin_dir / "ghost.sock"}: connect: no such file or directory"'
+        )
+        (m.plugin_dir / "plain.sock").write_text("not a socket")
+        err = await register_error(ghost, m.socket_path, endpoint="plain.sock")
+        assert err.code() == grpc.StatusCode.UNKNOWN
+        assert err.details().endswith('connect: connection refused"')
+        assert m.registered_resources() == []
+
+
+async def test_refused_registrations_are_logged_within_a_rate_limit(
+    root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="kubedevice.manager.registration")
+    calls = 300
+    async with running_manager(root, dial_timeout=120) as m:
+        ghost = FakePlugin(m.plugin_dir / "ghost.sock", R)
+        started = time.monotonic()
+        errors = await asyncio.gather(*(register_error(ghost, m.socket_path) for _ in range(calls)))
+        elapsed = time.monotonic() - started
+    assert {e.code() for e in errors} == {grpc.StatusCode.UNKNOWN}
+    lines = [r.getMessage() for r in caplog.records if r.name == "kubedevice.manager.registration"]
+    assert lines[0] == (
+        f"Error connecting to device plugin client for resource '{R}': failed to dial device plugin: "
+        'connection error: desc = "transport: Error while dialing: '
+        f'dial unix {m.plugin_dir / "ghost.sock"}: connect: no such file or directory"'
+    )
+    # The bucket's burst, then one a second of the time the calls took: never one line per call.
+    bound = REFUSAL_LOG_BURST + math.ceil(elapsed * REFUSAL_LOG_QPS)
+    assert 1 <= len(lines) <= min(bound, calls - 1)
 
 
 async def test_registration_metric_counts_refused_attempts(root: Path) -> None:

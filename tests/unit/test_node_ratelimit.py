@@ -1,6 +1,8 @@
+import logging
+
 import pytest
 
-from kubedevice.ratelimit import TokenBucket
+from kubedevice.ratelimit import RateLimitedLog, TokenBucket
 
 
 class Clock:
@@ -26,3 +28,19 @@ def test_rejects_nonsense_settings() -> None:
         TokenBucket(qps=0)
     with pytest.raises(ValueError, match="burst >= 1"):
         TokenBucket(burst=0)
+
+
+def test_a_rate_limited_log_counts_the_lines_it_dropped_in_the_next(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    said = RateLimitedLog(logging.getLogger("test.ratelimit"), TokenBucket(qps=1, burst=2, clock=clock))
+    with caplog.at_level(logging.WARNING, logger="test.ratelimit"):
+        for i in range(5):
+            said.log(logging.WARNING, "refused %d", i)
+        clock.now += 1
+        said.log(logging.WARNING, "refused %d", 5)
+        said.log(logging.WARNING, "refused %d", 6)
+    assert [r.getMessage() for r in caplog.records] == [
+        "refused 0",
+        "refused 1",
+        "refused 5 (3 more like it not logged)",
+    ]

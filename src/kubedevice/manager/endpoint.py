@@ -8,7 +8,10 @@ a hung plugin fails only the request that waits on it.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import os
+import stat
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
@@ -41,8 +44,35 @@ def unix_target(socket_path: str) -> str:
     return "unix://" + socket_path if socket_path.startswith("/") else "unix:" + socket_path
 
 
+def undialable(socket_path: str) -> str | None:
+    """Why a dial of `socket_path` cannot succeed however long it waits, in gRPC-go's words; None when
+    there is a socket to try.
+
+    A plugin serves before it registers, so no socket at the endpoint (or a file that is not one) is
+    final: the registration fails at once instead of holding its caller until the dial timeout, which
+    is what the kubelet's blocking dial does (gRPC-go retries a missing socket until its 10 s deadline).
+    Blocking (a stat): run it in a thread.
+    """
+    try:
+        is_socket = stat.S_ISSOCK(os.stat(socket_path).st_mode)
+    except OSError as err:
+        reason = os.strerror(err.errno) if err.errno else str(err)
+    else:
+        if is_socket:
+            return None
+        reason = os.strerror(errno.ECONNREFUSED)  # what connect(2) answers for a file that is no socket
+    return (
+        'connection error: desc = "transport: Error while dialing: '
+        f'dial unix {socket_path}: connect: {reason[:1].lower()}{reason[1:]}"'
+    )
+
+
 async def dial(socket_path: str, deadline: float) -> grpc.aio.Channel:
-    """Open a channel to a unix socket and wait until it is connected (the kubelet's blocking dial)."""
+    """Open a channel to a unix socket and wait until it is connected (the kubelet's blocking dial), or
+    fail at once when there is no socket to connect to."""
+    reason = await asyncio.to_thread(undialable, socket_path)
+    if reason is not None:
+        raise PluginCallError(f"failed to dial device plugin: {reason}")
     channel = grpc.aio.insecure_channel(unix_target(socket_path), options=CHANNEL_OPTIONS)
     try:
         await asyncio.wait_for(channel.channel_ready(), deadline)

@@ -20,12 +20,16 @@ from kubedevice.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubedevice.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from kubedevice.manager.errors import RegistrationError
 from kubedevice.manager.metrics import ManagerMetrics
+from kubedevice.ratelimit import RateLimitedLog, TokenBucket
 from kubedevice.resource.names import is_extended_resource_name
 
 log = logging.getLogger(__name__)
 
 #: The longest unix socket path Linux accepts (sun_path is 108 bytes with the terminating NUL).
 MAX_UNIX_SOCKET_PATH = 107
+#: Refused registrations logged: a burst of 10 lines, then one a second; the rest are counted in the next.
+REFUSAL_LOG_QPS = 1.0
+REFUSAL_LOG_BURST = 10
 
 
 def check_version(version: str) -> None:
@@ -91,6 +95,8 @@ class RegistrationServicer(dp_grpc.RegistrationServicer):
         self._plugin_dir = plugin_dir
         self._connect = connect
         self._metrics = metrics
+        # A caller looping on Register must not fill the log.
+        self._refusals = RateLimitedLog(log, TokenBucket(REFUSAL_LOG_QPS, REFUSAL_LOG_BURST))
 
     async def Register(
         self, request: dp.RegisterRequest, context: grpc.aio.ServicerContext[dp.RegisterRequest, dp.Empty]
@@ -112,6 +118,16 @@ class RegistrationServicer(dp_grpc.RegistrationServicer):
             socket_path = await asyncio.to_thread(resolve_endpoint, self._plugin_dir, request.endpoint)
             await self._connect(request.resource_name, socket_path)
         except RegistrationError as err:
+            self._log_refusal(request.resource_name, err)
             code = grpc.StatusCode.INVALID_ARGUMENT if err.invalid else grpc.StatusCode.UNKNOWN
             await context.abort(code, str(err))
         return dp.Empty()
+
+    def _log_refusal(self, resource_name: str, err: RegistrationError) -> None:
+        """The kubelet's line for a refused registration, within the log's rate limit."""
+        what = (
+            "Bad registration request from device plugin"
+            if err.invalid
+            else "Error connecting to device plugin client"
+        )
+        self._refusals.log(logging.WARNING, "%s for resource %r: %s", what, resource_name, err)
