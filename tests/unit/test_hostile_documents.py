@@ -135,9 +135,9 @@ def test_quantities_apimachinery_takes_are_taken() -> None:
 
 
 def test_a_pod_limit_names_its_field() -> None:
-    message = refusal(pod(limits={GPU: "١"}))
+    message = refusal(pod(limits={GPU: ARABIC_ONE}))
     assert (
-        message == "pod default/p: spec.containers[0] (c): limits of example.com/gpu: '١' is not a quantity"
+        message == f"pod default/p: spec.containers[0] (c): limits of {GPU}: {ARABIC_ONE!r} is not a quantity"
     )
 
 

@@ -137,10 +137,8 @@ class Fields:
     def dns_subdomain(self, value: Any, path: str) -> str:
         name = self.string(value, path, required=True)
         if not is_dns_subdomain(name):
-            raise self.error(
-                path,
-                f"{shown(name)} is not a DNS subdomain (lower-case letters, digits, '-' and '.', at most 253)",
-            )
+            rule = "lower-case letters, digits, '-' and '.', at most 253"
+            raise self.error(path, f"{shown(name)} is not a DNS subdomain ({rule})")
         return name
 
     def string_map(self, value: Any, path: str) -> dict[str, str]:
