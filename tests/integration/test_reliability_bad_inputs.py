@@ -345,7 +345,7 @@ async def _unknown_fields_manifest(node: Node) -> str:
 
 
 async def _greedy_manifest(node: Node) -> str:
-    node.write("greedy.yaml", pod_manifest("greedy", {GOOD: 10**30}))
+    node.write("greedy.yaml", pod_manifest("greedy", {GOOD: 10**18}))
     pod = await node.wait_phase("greedy", "Failed")
     return f"{pod['reason']}: {pod['message']}"
 
