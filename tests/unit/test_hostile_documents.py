@@ -154,3 +154,21 @@ def test_control_characters_never_reach_a_log_line_raw() -> None:
     record = logging.LogRecord("x", logging.ERROR, "f", 1, "manifest %s: %s", ("\x1b[31m.yaml", "bad"), None)
     line = EscapingFormatter("%(levelname)s %(message)s").format(record)
     assert line == "ERROR manifest \\x1b[31m.yaml: bad"
+
+
+def test_claim_counts_are_int64_and_label_keys_strings() -> None:
+    claim: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c"},
+    }
+    request = {"name": "gpu", "exactly": {"deviceClassName": "gpu", "count": 2**64}}
+    claim["spec"] = {"devices": {"requests": [request]}}
+    with pytest.raises(DocumentError) as err:
+        read_document(claim)
+    at = "ResourceClaim default/c: spec.devices.requests[0].exactly.count"
+    assert str(err.value) == f"{at}: 18446744073709551616 does not fit in an int64"
+    claim = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n", "labels": {1: "x"}}}
+    with pytest.raises(DocumentError) as err:
+        read_document(claim)
+    assert str(err.value) == "Namespace n: metadata.labels: key 1 is not a string"

@@ -124,6 +124,8 @@ class Fields:
             return default
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(path, f"must be an integer, not {_type(value)}")
+        if not -(2**63) <= value < 2**63:  # the API's integers are int64: its decoder refuses the rest
+            raise self.error(path, f"{value} does not fit in an int64")
         return value
 
     def dns_label(self, value: Any, path: str) -> str:
@@ -144,7 +146,9 @@ class Fields:
     def string_map(self, value: Any, path: str) -> dict[str, str]:
         out: dict[str, str] = {}
         for key, item in self.mapping(value, path).items():
-            if not isinstance(key, str) or not isinstance(item, str):
+            if not isinstance(key, str):
+                raise self.error(path, f"key {key!r} is not a string")
+            if not isinstance(item, str):
                 raise self.error(f"{path}.{key}", f"must be a string, not {_type(item)}")
             out[key] = item
         return out
