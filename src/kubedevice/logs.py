@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from collections.abc import MutableMapping
 
@@ -24,9 +25,35 @@ GRPC_LEVELS = {
 }
 
 
+# C0 and C1 controls, DEL, and lone surrogates (which stderr could not even encode).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def escaped(text: str) -> str:
+    """`text` with every control character written as an escape (ESC as `\\x1b`, a newline as `\\x0a`): a
+    name from a document or a file name can neither colour the terminal nor forge a log line."""
+    return _CONTROL.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+class EscapingFormatter(logging.Formatter):
+    """FORMAT with the message escaped (a traceback, appended after, keeps its lines): names from
+    documents, manifest file names and claim keys reach the log through every line the daemon writes."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = escaped(record.message)
+        return super().formatMessage(record)
+
+
 def configure_logging(level: int, environ: MutableMapping[str, str] = os.environ) -> None:
     """Log to stderr at `level`; gRPC's Python loggers at warnings unless GRPC_VERBOSITY asks for more."""
-    logging.basicConfig(level=level, stream=sys.stderr, format=FORMAT)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(EscapingFormatter(FORMAT))
+    logging.basicConfig(level=level, handlers=[handler])
     asked = environ.get("GRPC_VERBOSITY", "").upper()
     logging.getLogger("grpc").setLevel(GRPC_LEVELS.get(asked, max(level, logging.WARNING)))
     # For a gRPC core that reads it later than its import (and any process started from here): errors.

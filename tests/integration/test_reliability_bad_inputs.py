@@ -345,7 +345,7 @@ async def _unknown_fields_manifest(node: Node) -> str:
 
 
 async def _greedy_manifest(node: Node) -> str:
-    node.write("greedy.yaml", pod_manifest("greedy", {GOOD: 10**30}))
+    node.write("greedy.yaml", pod_manifest("greedy", {GOOD: 10**18}))
     pod = await node.wait_phase("greedy", "Failed")
     return f"{pod['reason']}: {pod['message']}"
 
@@ -742,6 +742,67 @@ CASES: list[tuple[str, str, Case, str, Callable[[NodePaths], None] | None]] = [
         None,
     ),
     ("mf-huge-file", "manifest", _manifest("# " + "x" * (4 << 20) + "\n"), "no document in the file", None),
+    # Names, quantities and text as the API server checks them (issue 35)
+    (
+        "mf-pod-name",
+        "manifest",
+        _manifest(pod_manifest("Bad_Name", {GOOD: 1})),
+        "pod: metadata.name: 'Bad_Name' is not a DNS subdomain",
+        None,
+    ),
+    (
+        "mf-pod-name-type",
+        "manifest",
+        _manifest(pod_manifest("3.5", {GOOD: 1})),
+        "pod: metadata.name: must be a string, not a float",
+        None,
+    ),
+    (
+        "mf-namespace",
+        "manifest",
+        _manifest(pod_manifest("ns", {GOOD: 1}, namespace="a.b")),
+        "pod ns: metadata.namespace: 'a.b' is not a DNS label",
+        None,
+    ),
+    (
+        "mf-container-name",
+        "manifest",
+        _manifest(pod_manifest("cn", {GOOD: 1}).replace("- name: main", "- name: Main_1")),
+        "pod default/cn: spec.containers[0].name: 'Main_1' is not a DNS label",
+        None,
+    ),
+    (
+        "mf-foreign-digit",
+        "manifest",
+        _manifest(pod_manifest("d", {GOOD: "'\u0661'"})),
+        "limits of example.com/good: '\u0661' is not a quantity",
+        None,
+    ),
+    (
+        "mf-count-int64",
+        "manifest",
+        _manifest(pod_manifest("i", {GOOD: 2**64})),
+        "limits of example.com/good: 18446744073709551616 is more than 9223372036854775807 devices",
+        None,
+    ),
+    (
+        "mf-limit-key",
+        "manifest",
+        _manifest(pod_manifest("k", {GOOD: 1, 7: 1})),
+        "resources.limits: key 7 is not a string",
+        None,
+    ),
+    (
+        "mf-lone-surrogate",
+        "manifest",
+        _manifest(
+            b'{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "s\\ud800"},'
+            b' "spec": {"containers": [{"name": "main"}]}}',
+            "bad.json",
+        ),
+        "metadata.name: 's\\ud800' is not valid UTF-8 (a lone surrogate)",
+        None,
+    ),
     # Checkpoint files (present when the daemon starts)
     (
         "cp-garbage",

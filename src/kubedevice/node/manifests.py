@@ -134,11 +134,18 @@ def _check_unique(pods: list[PodManifest], documents: list[DRADocument]) -> None
 def _parse_pod(doc: Mapping[str, Any], where: str, file_name: str, source: str) -> PodManifest:
     metadata = _mapping(doc.get("metadata"), f"{where}metadata")
     name = metadata.get("name")
-    if not isinstance(name, str) or not name:
+    if name is None or name == "":
         raise ManifestError(f"{where}missing metadata.name")
+    # The API server's rules (ValidatePodName, ValidateNamespaceName), checked name first so that no
+    # refused name is ever quoted whole in a message's prefix.
+    unnamed = Fields(f"{where}pod: ")
+    if not isinstance(name, str):
+        raise unnamed.not_a_string(name, "metadata.name")
+    unnamed.dns_subdomain(name, "metadata.name")
     namespace = metadata.get("namespace", "default")
     if not isinstance(namespace, str) or not namespace:
         raise ManifestError(f"{where}metadata.namespace must be a non-empty string")
+    Fields(f"pod {name}: ").dns_label(namespace, "metadata.namespace")
     where = f"pod {namespace}/{name}: "
     uid = metadata.get("uid")
     if uid is None:
@@ -190,8 +197,9 @@ def _containers(value: Any, what: str, *, required: bool) -> list[Container]:
         if not isinstance(raw, Mapping):
             raise ManifestError(f"{what}[{i}] must be a mapping")
         name = raw.get("name")
-        if not isinstance(name, str) or not name:
+        if name is None or name == "":
             raise ManifestError(f"{what}[{i}] has no name")
+        Fields("").dns_label(name, f"{what}[{i}].name")  # ValidateContainers: a DNS-1123 label
         restart_policy = raw.get("restartPolicy")
         if restart_policy is not None and not isinstance(restart_policy, str):
             raise ManifestError(f"{what}[{i}] ({name}): restartPolicy must be a string")
@@ -205,9 +213,13 @@ def _device_limits(value: Any, where: str) -> dict[str, int]:
     resources = _mapping(value, f"{where}: resources")
     limits = _mapping(resources.get("limits"), f"{where}: resources.limits")
     requests = _mapping(resources.get("requests"), f"{where}: resources.requests")
+    for list_name, keys in (("limits", limits), ("requests", requests)):
+        for key in keys:
+            if not isinstance(key, str):  # a ResourceList's keys are resource names: the API decodes strings
+                raise ManifestError(f"{where}: resources.{list_name}: key {key!r} is not a string")
     out: dict[str, int] = {}
     for resource in sorted({*limits, *requests}):
-        if not isinstance(resource, str) or not _is_extended(resource, where):
+        if not _is_extended(resource, where):
             continue
         if resource not in limits:
             raise ManifestError(

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubedevice.resource.claim_spec import SpecReader
-from kubedevice.resource.fields import DocumentError, Fields
+from kubedevice.resource.fields import DocumentError, Fields, check_text
 from kubedevice.resource.identity import document_uid
 from kubedevice.resource.model import (
     AllocationResult,
@@ -63,6 +63,7 @@ def check_kind(doc: object, kinds: tuple[str, ...] = SUPPORTED_KINDS) -> tuple[s
     """
     if not isinstance(doc, Mapping):
         raise DocumentError(f"not an object (a {type(doc).__name__}, not a mapping)", anonymous=True)
+    check_text(doc)
     kind = doc.get("kind")
     if not isinstance(kind, str) or not kind:
         raise DocumentError("no kind", anonymous=True)
@@ -149,8 +150,10 @@ def _metadata(doc: Mapping[str, Any], kind: str, source: str) -> ObjectMeta:
     f = Fields(f"{kind}: ")
     metadata = f.mapping(doc.get("metadata"), "metadata")
     raw_name = metadata.get("name")
-    if not isinstance(raw_name, str) or not raw_name:
+    if raw_name is None or raw_name == "":
         raise DocumentError(f"{kind}: missing metadata.name", anonymous=True)
+    if not isinstance(raw_name, str):
+        raise f.not_a_string(raw_name, "metadata.name")
     scoped = kind not in _CLUSTER_SCOPED
     namespace = ""
     if scoped:

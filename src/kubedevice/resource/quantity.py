@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, InvalidOperation
 
 _SUFFIXES = {
     "": Decimal(1),
@@ -23,7 +23,18 @@ _SUFFIXES = {
     "Pi": Decimal(2**50),
     "Ei": Decimal(2**60),
 }
-_QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$")
+# ASCII digits only and no surrounding space, as apimachinery's parseQuantityString reads them (Python's
+# `\d` would take any script's digits, `$` a trailing newline).
+_QUANTITY = re.compile(
+    r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?:([eE][+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)"
+)
+#: apimachinery reads a decimal exponent with strconv.ParseInt(.., 32): a larger one is not a quantity.
+_EXPONENT_LIMIT = 2**31
+#: A device count is an int64 in the API (the device manager reads Quantity.Value()).
+MAX_DEVICE_COUNT = 2**63 - 1
+# Any int32 exponent is exact (upstream's inf.Dec has no exponent limit either); the default context would
+# overflow past 1e999999.
+_WIDE = Context(Emax=MAX_EMAX, Emin=MIN_EMIN)
 
 
 #: The API machinery's wording for a quantity it cannot read.
@@ -34,13 +45,16 @@ QUANTITY_FORMAT_ERROR = (
 
 def parse_quantity(text: str) -> Decimal:
     """The exact value of a quantity's text; ValueError (the API machinery's wording) when it is not one."""
-    match = _QUANTITY.match(text.strip())
+    match = _QUANTITY.fullmatch(text)
     if match is None:
         raise ValueError(QUANTITY_FORMAT_ERROR)
     try:
         number = Decimal(match.group(1))
         if match.group(2):
-            return number.scaleb(int(match.group(2)[1:]))
+            exponent = int(match.group(2)[1:])
+            if not -_EXPONENT_LIMIT <= exponent < _EXPONENT_LIMIT:
+                raise ValueError(QUANTITY_FORMAT_ERROR)
+            return number.scaleb(exponent, _WIDE)
         return number * _SUFFIXES[match.group(3) or ""]
     except InvalidOperation as err:
         raise ValueError(QUANTITY_FORMAT_ERROR) from err
@@ -54,6 +68,8 @@ def parse_device_count(value: object) -> int:
         number = Decimal(value)
     elif isinstance(value, float):
         number = Decimal(repr(value))
+        if not number.is_finite():
+            raise ValueError(f"{value!r} is not a quantity")
     elif isinstance(value, str):
         try:
             number = parse_quantity(value)
@@ -61,8 +77,13 @@ def parse_device_count(value: object) -> int:
             raise ValueError(f"{value!r} is not a quantity") from err
     else:
         raise ValueError(f"{value!r} is not a quantity")
+    if not number.is_finite():
+        raise ValueError(f"{value!r} is not a quantity")
     if number < 0:
         raise ValueError(f"{value!r} is negative")
+    # Compared before int(): `1e999999` as an int would be a million digits long.
+    if number > MAX_DEVICE_COUNT:
+        raise ValueError(f"{value!r} is more than {MAX_DEVICE_COUNT} devices (a count is an int64)")
     if number != number.to_integral_value():
         raise ValueError(f"{value!r} is not a whole number of devices")
     return int(number)
