@@ -33,6 +33,7 @@ from kubedevice.node.pod_restore import (
 from kubedevice.node.pod_workers import PodWorkers
 from kubedevice.node.pods import PodRecord, PodTable
 from kubedevice.node.state import PodStateFile, SavedPod
+from kubedevice.resource.document_file import failure_line
 from kubedevice.topology import TopologyManager
 from kubedevice.watch import DirectoryWatch, Mask
 
@@ -158,9 +159,14 @@ class PodSync:
             names = watch.take_names() if await watch.wait_within(self.config.rescan_interval) else None
             try:
                 result = await asyncio.to_thread(self._folder.scan, self.pods.uids(), names)
-            except Exception:
-                # A scan failure must never stop the daemon; the next scan tries again.
-                log.exception("scanning %s failed", self.paths.manifests)
+            except Exception as err:
+                # A scan failure must never stop the daemon: one line (a file's failure is already that
+                # file's error, so this is a bug, not an input), and the next full scan tries again.
+                log.error(
+                    "scanning %s failed, tried again at the next scan: %s",
+                    self.paths.manifests,
+                    failure_line(err),
+                )
                 continue
             await self._reconcile(result)
 
