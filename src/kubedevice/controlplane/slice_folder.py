@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kubedevice.controlplane.slice_pools import read_slices
-from kubedevice.resource.document_file import failure_line
+from kubedevice.resource.document_file import failure_line, is_whole_at_creation
 from kubedevice.resource.model import Pool, ResourceSliceDocument
 from kubedevice.scheduler.pools import SliceReport, SliceScan
 from kubedevice.tasks import cancel_and_wait
@@ -146,7 +146,7 @@ class SliceFolder:
         if not is_slice_name(name):
             return False
         # A regular file is reported again when its writer closes it; writers that rename are whole.
-        return not mask & Mask.CREATE or os.path.islink(self.folder / name)
+        return not mask & Mask.CREATE or is_whole_at_creation(self.folder / name)
 
     def _poll_state(self) -> Hashable:
         try:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import os
 
 from kubedevice.controlplane.plane import ControlPlane
 from kubedevice.manager import DeviceManager, DeviceManagerError
@@ -33,7 +32,7 @@ from kubedevice.node.pod_restore import (
 from kubedevice.node.pod_workers import PodWorkers
 from kubedevice.node.pods import PodRecord, PodTable
 from kubedevice.node.state import PodStateFile, SavedPod
-from kubedevice.resource.document_file import failure_line
+from kubedevice.resource.document_file import failure_line, is_whole_at_creation
 from kubedevice.topology import TopologyManager
 from kubedevice.watch import DirectoryWatch, Mask
 
@@ -149,8 +148,8 @@ class PodSync:
         if not is_manifest_name(name):
             return False
         # A regular file is reported again when the writer closes it; reading it at its creation could
-        # catch it half written. A symlink is whole when it is created.
-        return not mask & Mask.CREATE or os.path.islink(self.paths.manifests / name)
+        # catch it half written. A symlink (or a FIFO, which is then refused) is whole when it is created.
+        return not mask & Mask.CREATE or is_whole_at_creation(self.paths.manifests / name)
 
     async def _scan_loop(self) -> None:
         """Scan the files the watch reports changed, and in full every `rescan_interval`."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,7 +23,14 @@ from kubedevice.resource.document_limits import (
     read_regular_file,
 )
 
-__all__ = ["MANIFEST_SUFFIXES", "ManifestError", "failure_line", "load_documents", "read_document_file"]
+__all__ = [
+    "MANIFEST_SUFFIXES",
+    "ManifestError",
+    "failure_line",
+    "is_whole_at_creation",
+    "load_documents",
+    "read_document_file",
+]
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -36,6 +44,16 @@ def failure_line(err: BaseException) -> str:
     for a file's error or a log line that must not carry a whole traceback."""
     text = " ".join(str(err).split())
     return f"{type(err).__name__}: {text[:200]}{'…' if len(text) > 200 else ''}"
+
+
+def is_whole_at_creation(path: str | os.PathLike[str]) -> bool:
+    """Whether a folder watch's CREATE of `path` means it can be read now: anything but a regular file (a
+    symlink, a FIFO, a socket, a device) is whole when it is created, and gets no CLOSE_WRITE after it;
+    a regular file may be half written, and its writer's close is reported."""
+    try:
+        return not stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return True
 
 
 def read_document_file(path: str | os.PathLike[str]) -> bytes:
