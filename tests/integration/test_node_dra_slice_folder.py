@@ -9,17 +9,8 @@ from pathlib import Path
 import pytest
 
 from kubedevice.controlplane.slice_folder import SliceFolder
+from tests.node_helpers import ALIAS_BOMB, slice_yaml
 from tests.waiting import poll_async
-
-
-def slice_yaml(name: str, driver: str, *devices: str, node: str = "node-1") -> str:
-    """A slice alone in its pool (named after the slice)."""
-    listed = "".join(f"  - {{name: {d}}}\n" for d in devices)
-    return (
-        f"apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {{name: {name}}}\n"
-        f"spec:\n  driver: {driver}\n  nodeName: {node}\n"
-        f"  pool: {{name: {name}, generation: 1, resourceSliceCount: 1}}\n  devices:\n{listed}"
-    )
 
 
 def write(folder: Path, name: str, text: str) -> None:
@@ -95,10 +86,7 @@ async def test_bad_files_are_each_one_report_and_the_folder_is_still_followed(
     await slices.start()
     try:
         os.mkfifo(folder / "fifo.yaml")
-        bomb = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
-            f"{x}: &{x} [{', '.join([f'*{p}'] * 9)}]\n" for p, x in zip("abcdefgh", "bcdefghi", strict=True)
-        )
-        write(folder, "bomb.yaml", bomb)
+        write(folder, "bomb.yaml", ALIAS_BOMB)
         write(folder, "deep.yaml", "[" * 10_000 + "]" * 10_000 + "\n")
         write(folder, "deep.json", "[" * 10_000 + "]" * 10_000)
         write(folder, "good.yaml", slice_yaml("a", "gpu.example.com", "gpu-0"))

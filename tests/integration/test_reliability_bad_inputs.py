@@ -27,7 +27,7 @@ from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from kubedevice.checkpoint import CheckpointData, PodDevicesEntry, encode
 from kubedevice.node.daemon import NodeConfig, NodeDaemon, NodePaths
 from tests.integration.fakeplugin import FakePlugin, device, make_devices
-from tests.node_helpers import async_wait_for, pod_manifest, short_tmpdir
+from tests.node_helpers import ALIAS_BOMB, async_wait_for, pod_manifest, short_tmpdir
 
 GOOD = "example.com/good"
 BAD = "example.com/bad"
@@ -336,13 +336,7 @@ def _listening_socket(path: Path) -> socket.socket:
 
 
 #: A pod, then 9 levels of 9 aliases (under 1 KB in all): 490 million nodes once expanded.
-_ALIAS_BOMB = (
-    pod_manifest("bomb", {GOOD: 1})
-    + 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
-    + "".join(
-        f"{x}: &{x} [{', '.join([f'*{p}'] * 9)}]\n" for p, x in zip("abcdefgh", "bcdefghi", strict=True)
-    )
-)
+_ALIAS_BOMB = pod_manifest("bomb", {GOOD: 1}) + ALIAS_BOMB
 
 
 async def _symlinked_manifest(node: Node) -> str:

@@ -106,7 +106,7 @@ def test_a_recursive_anchor_or_a_document_past_the_depth_limit_is_refused_before
     text: str,
 ) -> None:
     for loader in (PLAIN_LOADER, CHECKED_SAFE_LOADER):
-        with pytest.raises(LimitError, match="contains itself|nested deeper than 100 levels"):
+        with pytest.raises(LimitError, match=r"contains itself|nested deeper than 100 levels"):
             list(yaml.load_all(text, Loader=loader))
 
 
