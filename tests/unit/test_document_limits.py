@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -135,3 +136,18 @@ def test_the_slice_folder_reports_each_bad_file_and_reads_the_good_one(special_f
 def test_an_accepted_document_with_aliases_is_loaded_by_both_loaders_alike() -> None:
     text = "a: &a {k: [1, 2]}\nb: *a\nc: [*a, *a]\n"
     assert load_documents("x.yaml", text.encode()) == [yaml.safe_load(text)]
+
+
+def test_an_alias_that_puts_a_subtree_past_the_depth_limit_is_refused() -> None:
+    # 60 levels under an anchor, used again 60 levels down: 120 levels once expanded.
+    text = "a: &d " + "[" * 60 + "]" * 60 + "\nb: " + "[" * 59 + "*d" + "]" * 59 + "\n"
+    with pytest.raises(ManifestError, match=r"^nested deeper than 100 levels$"):
+        load_documents("x.yaml", text.encode())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+def test_a_device_node_is_never_read(tmp_path: Path) -> None:
+    # A copy of /dev/zero's node: a read without a limit would never end.
+    os.mknod(tmp_path / "zero.yaml", 0o600 | stat.S_IFCHR, os.makedev(1, 5))
+    with pytest.raises(ManifestError, match=r"^not a regular file \(a character device\)$"):
+        read_document_file(tmp_path / "zero.yaml")

@@ -111,15 +111,18 @@ def _children(node: Node) -> Iterator[Node]:
 def check_yaml_document(root: Node) -> None:
     """Refuse a composed YAML document past the document size, the depth or the alias rule (LimitError).
 
-    One walk without recursion; the subtree an anchor names is measured once and its aliases add its
-    size, so the walk costs the document's text, never its expansion."""
+    Walks without recursion: a document without an alias of a collection (nearly every manifest) in one
+    light walk; one with aliases then in a walk that measures the subtree an anchor names once, each alias
+    adding its size, so the walk costs the document's text, never its expansion."""
     start, end = root.start_mark, root.end_mark
     if start is not None and end is not None and end.index - start.index > MAX_DOCUMENT_BYTES:
         raise LimitError(f"a YAML document larger than the {_mib(MAX_DOCUMENT_BYTES)} limit of one object")
-    # id(node) -> (nodes decoded, of which from aliases, height) of the subtree, once it is walked.
+    if not _has_collection_alias(root):
+        return  # the common case, checked in one cheap walk: nothing is expanded, nothing recurses
+    # id(node) -> (nodes decoded, of which from aliases, collections deep) of the subtree, once walked.
     measured: dict[int, tuple[int, int, int]] = {}
     # Each frame: node, its children still to walk, and its [nodes, aliases, height] so far.
-    stack: list[tuple[Node, Iterator[Node], list[int]]] = [(root, _children(root), [1, 0, 0])]
+    stack: list[tuple[Node, Iterator[Node], list[int]]] = [(root, _children(root), [1, 0, 1])]
     on_path = {id(root)}
     while stack:
         node, children, totals = stack[-1]
@@ -146,16 +149,42 @@ def check_yaml_document(root: Node) -> None:
             totals[1] += seen[0]
             totals[2] = max(totals[2], seen[2] + 1)
             continue
-        if len(stack) >= MAX_DEPTH:
+        collection = isinstance(child.value, list)
+        if collection and len(stack) >= MAX_DEPTH:
             raise LimitError(f"nested deeper than {MAX_DEPTH} levels")
         on_path.add(key)
-        stack.append((child, _children(child), [1, 0, 0]))
+        stack.append((child, _children(child), [1, 0, int(collection)]))
     decoded, aliased, _ = measured[id(root)]
     if aliased > 100 and decoded > 1000 and aliased / decoded > _allowed_alias_ratio(decoded):
         raise LimitError(
             f"document contains excessive aliasing ({aliased:,} of its {decoded:,} nodes come from "
             "aliases: a YAML alias bomb?)"
         )
+
+
+def _has_collection_alias(root: Node) -> bool:
+    """Whether a mapping or a sequence of the document is reached twice (an alias); raises LimitError
+    for a collection deeper than MAX_DEPTH. An alias of a scalar costs no more than its own text."""
+    seen: set[int] = set()
+    stack: list[tuple[Node, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        value = node.value
+        if type(value) is not list:
+            continue
+        if depth > MAX_DEPTH:
+            raise LimitError(f"nested deeper than {MAX_DEPTH} levels")
+        key = id(node)
+        if key in seen:
+            return True
+        seen.add(key)
+        if type(node) is MappingNode:
+            for key_node, value_node in value:
+                stack.append((key_node, depth + 1))
+                stack.append((value_node, depth + 1))
+        else:
+            stack.extend((item, depth + 1) for item in value)
+    return False
 
 
 def check_depth(doc: Any) -> None:
