@@ -223,3 +223,19 @@ spec:
   - name: main
     resources: {limits: {example.com/gpu: 1, example.com/nic: 1}}
 """
+
+
+#: The billion laughs in YAML: 9 levels of 9 aliases in 430 bytes, 490 million nodes once expanded.
+ALIAS_BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
+    f"{x}: &{x} [{', '.join([f'*{p}'] * 9)}]\n" for p, x in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+def slice_yaml(name: str, driver: str, *devices: str, node: str = "node-1") -> str:
+    """A ResourceSlice alone in its pool (named after the slice)."""
+    listed = "".join(f"  - {{name: {d}}}\n" for d in devices)
+    return (
+        f"apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {{name: {name}}}\n"
+        f"spec:\n  driver: {driver}\n  nodeName: {node}\n"
+        f"  pool: {{name: {name}, generation: 1, resourceSliceCount: 1}}\n  devices:\n{listed}"
+    )

@@ -3,22 +3,14 @@ and polling), another node's slice shown with its error, and a driver's wipe del
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from kubedevice.controlplane.slice_folder import SliceFolder
+from tests.node_helpers import ALIAS_BOMB, slice_yaml
 from tests.waiting import poll_async
-
-
-def slice_yaml(name: str, driver: str, *devices: str, node: str = "node-1") -> str:
-    """A slice alone in its pool (named after the slice)."""
-    listed = "".join(f"  - {{name: {d}}}\n" for d in devices)
-    return (
-        f"apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {{name: {name}}}\n"
-        f"spec:\n  driver: {driver}\n  nodeName: {node}\n"
-        f"  pool: {{name: {name}, generation: 1, resourceSliceCount: 1}}\n  devices:\n{listed}"
-    )
 
 
 def write(folder: Path, name: str, text: str) -> None:
@@ -74,3 +66,53 @@ async def test_wiped_at_start_read_on_change_and_wiped_per_driver(tmp_path: Path
         await poll_async(lambda: len(slices.view()) == 3, "the folder to be read again", 10.0, interval=0.02)
     finally:
         await slices.stop()
+
+
+async def test_bad_files_are_each_one_report_and_the_folder_is_still_followed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A FIFO, an alias bomb and 10,000 levels of YAML and JSON beside a good slice: each file is one
+    report (one WARNING line, no traceback), the good slice is used, and a slice written after them, or
+    after a change callback that failed, is still read."""
+    folder = tmp_path / "resourceslices"
+    folder.mkdir()
+    failures = [RuntimeError("the callback failed once")]
+
+    def on_change() -> None:
+        if failures:
+            raise failures.pop()
+
+    slices = SliceFolder(folder, "node-1", on_change=on_change, poll_interval=0.05)
+    await slices.start()
+    try:
+        os.mkfifo(folder / "fifo.yaml")
+        write(folder, "bomb.yaml", ALIAS_BOMB)
+        write(folder, "deep.yaml", "[" * 10_000 + "]" * 10_000 + "\n")
+        write(folder, "deep.json", "[" * 10_000 + "]" * 10_000)
+        write(folder, "good.yaml", slice_yaml("a", "gpu.example.com", "gpu-0"))
+        await poll_async(
+            lambda: len(slices.file_errors()) == 4 and len(slices.view()) == 1,
+            "every file to be read",
+            10.0,
+            interval=0.02,
+        )
+        errors = {e["file"]: e["error"] for e in slices.file_errors()}
+        assert errors["fifo.yaml"] == "not a regular file (a FIFO)"
+        assert errors["deep.yaml"] == errors["deep.json"] == "nested deeper than 100 levels"
+        assert errors["bomb.yaml"].startswith("document contains excessive aliasing")
+        assert slices.devices_by_driver() == {"gpu.example.com": ["a/gpu-0"]}
+
+        write(folder, "later.yaml", slice_yaml("b", "gpu.example.com", "gpu-1"))
+        await poll_async(
+            lambda: slices.devices_by_driver() == {"gpu.example.com": ["a/gpu-0", "b/gpu-1"]},
+            "a slice written after them to be read",
+            10.0,
+            interval=0.02,
+        )
+    finally:
+        await slices.stop()
+    assert all(r.exc_info is None for r in caplog.records), "no traceback in the log"
+    reports = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ResourceSlice file ")]
+    for name in ("fifo.yaml", "bomb.yaml", "deep.yaml", "deep.json"):
+        assert sum(m.startswith(f"ResourceSlice file {name}:") for m in reports) == 1, name
+    assert any("the callback failed once" in r.getMessage() for r in caplog.records)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,7 @@ from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from kubedevice.checkpoint import CheckpointData, PodDevicesEntry, encode
 from kubedevice.node.daemon import NodeConfig, NodeDaemon, NodePaths
 from tests.integration.fakeplugin import FakePlugin, device, make_devices
-from tests.node_helpers import async_wait_for, pod_manifest, short_tmpdir
+from tests.node_helpers import ALIAS_BOMB, async_wait_for, pod_manifest, short_tmpdir
 
 GOOD = "example.com/good"
 BAD = "example.com/bad"
@@ -310,6 +311,32 @@ def _manifest(content: str | bytes, name: str = "bad.yaml") -> Case:
         return await node.bad_file(name)
 
     return case
+
+
+def _special_file(make: Callable[[Path], object], name: str = "bad.yaml") -> Case:
+    """A FIFO or a socket named like a manifest, made in the folder itself (as `mkfifo` would)."""
+
+    async def case(node: Node) -> str:
+        path = node.paths.manifests / name
+        made = make(path)
+        try:
+            return await node.bad_file(name)
+        finally:
+            if isinstance(made, socket.socket):
+                made.close()
+
+    return case
+
+
+def _listening_socket(path: Path) -> socket.socket:
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    listener.listen()
+    return listener
+
+
+#: A pod, then 9 levels of 9 aliases (under 1 KB in all): 490 million nodes once expanded.
+_ALIAS_BOMB = pod_manifest("bomb", {GOOD: 1}) + ALIAS_BOMB
 
 
 async def _symlinked_manifest(node: Node) -> str:
@@ -741,7 +768,44 @@ CASES: list[tuple[str, str, Case, str, Callable[[NodePaths], None] | None]] = [
         f"UnexpectedAdmissionError: requested number of devices unavailable for {GOOD}",
         None,
     ),
-    ("mf-huge-file", "manifest", _manifest("# " + "x" * (4 << 20) + "\n"), "no document in the file", None),
+    (
+        "mf-huge-file",
+        "manifest",
+        _manifest("# " + "x" * (4 << 20) + "\n"),
+        "larger than the 3 MiB limit of a manifest file",
+        None,
+    ),
+    (
+        "mf-huge-document",
+        "manifest",
+        _manifest(pod_manifest("big", {GOOD: 1}) + f"metadata2: '{'x' * (2 << 20)}'\n"),
+        "a YAML document larger than the 1.5 MiB limit of one object",
+        None,
+    ),
+    ("mf-fifo", "manifest", _special_file(os.mkfifo), "not a regular file (a FIFO)", None),
+    ("mf-socket", "manifest", _special_file(_listening_socket), "not a regular file (a socket)", None),
+    ("mf-alias-bomb", "manifest", _manifest(_ALIAS_BOMB), "document contains excessive aliasing", None),
+    (
+        "mf-deep-yaml",
+        "manifest",
+        _manifest("[" * 10_000 + "]" * 10_000 + "\n"),
+        "nested deeper than 100 levels",
+        None,
+    ),
+    (
+        "mf-deep-json",
+        "manifest",
+        _manifest("[" * 10_000 + "]" * 10_000, "bad.json"),
+        "nested deeper than 100 levels",
+        None,
+    ),
+    (
+        "mf-recursive-anchor",
+        "manifest",
+        _manifest(pod_manifest("loop", {GOOD: 1}) + "x: &x [1, *x]\n"),
+        "a YAML anchor's value contains itself",
+        None,
+    ),
     # Names, quantities and text as the API server checks them (issue 35)
     (
         "mf-pod-name",

@@ -9,7 +9,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubedevice.resource.plain_yaml import PLAIN_LOADER
+from kubedevice.resource.document_limits import LimitError
+from kubedevice.resource.plain_yaml import CHECKED_SAFE_LOADER, PLAIN_LOADER
 
 pytestmark = pytest.mark.skipif(PLAIN_LOADER is None, reason="PyYAML was built without libyaml")
 
@@ -77,7 +78,7 @@ def test_any_plain_document_in_any_style(document: Any, flow: bool | None) -> No
         "x: &a {p: 1, q: 0}\nz: {<<: *a, q: 2}\n",
         "x: &a {p: 1}\nz: {<<: [*a, {r: 3}], s: 4}\n",
         "= : x\n",
-        # Keys that are not scalars, types beyond the plain ones, unknown tags, recursion.
+        # Keys that are not scalars, types beyond the plain ones, unknown tags.
         "? [1, 2]\n: v\n",
         "? {a: 1}\n: v\n",
         "!!set {a, b}\n",
@@ -85,8 +86,6 @@ def test_any_plain_document_in_any_style(document: Any, flow: bool | None) -> No
         "!!binary aGVsbG8=\n",
         "when: 2001-12-14t21:59:43.10-05:00\n",
         "- !foo bar\n",
-        "- &x [1, *x]\n",
-        "&m {a: *m}\n",
         # Duplicate keys, equal keys of other types, several documents, empty ones.
         "a: b\na: c\n",
         "{1: a, 1.0: b, true: c}\n",
@@ -102,10 +101,17 @@ def test_documents_beyond_the_plain_ones_and_manifests(text: str) -> None:
     assert_same_as_safe_loader(text)
 
 
-def test_a_document_too_deep_for_one_walk_is_built_by_safe_constructor() -> None:
-    text = "[" * 700 + "]" * 700 + "\n"
-    [document] = yaml.load_all(text, Loader=PLAIN_LOADER)
-    assert document == yaml.load(text, Loader=yaml.CSafeLoader)
+@pytest.mark.parametrize("text", ["- &x [1, *x]\n", "&m {a: *m}\n", "[" * 101 + "]" * 101 + "\n"])
+def test_a_recursive_anchor_or_a_document_past_the_depth_limit_is_refused_before_it_is_built(
+    text: str,
+) -> None:
+    for loader in (PLAIN_LOADER, CHECKED_SAFE_LOADER):
+        with pytest.raises(LimitError, match=r"contains itself|nested deeper than 100 levels"):
+            list(yaml.load_all(text, Loader=loader))
+
+
+def test_a_document_at_the_depth_limit_is_built_as_safe_loader_builds_it() -> None:
+    assert_same_as_safe_loader("[" * 99 + "]" * 99 + "\n")
 
 
 def test_an_alias_is_the_same_object_as_its_anchor() -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kubedevice.controlplane.slice_pools import read_slices
+from kubedevice.resource.document_file import failure_line, is_whole_at_creation
 from kubedevice.resource.model import Pool, ResourceSliceDocument
 from kubedevice.scheduler.pools import SliceReport, SliceScan
 from kubedevice.tasks import cancel_and_wait
@@ -26,6 +27,9 @@ from kubedevice.watch import DirectoryWatch, Mask
 log = logging.getLogger("kubedevice.node.daemon")
 
 SLICE_SUFFIXES = (".yaml", ".yml", ".json")
+
+#: After a read that failed, the folder is read again on its next change or after this long (s).
+_RETRY_AFTER = 5.0
 
 
 def is_slice_name(name: str) -> bool:
@@ -68,7 +72,7 @@ class SliceFolder:
                 "removed %d ResourceSlice file(s) left in %s: plugins publish again", removed, self.folder
             )
         self._watch.start()
-        self._task = asyncio.create_task(self._follow(), name="resourceslices")
+        self._start_follower()
 
     async def stop(self) -> None:
         await cancel_and_wait(self._task, *self._wipes)
@@ -94,10 +98,36 @@ class SliceFolder:
         task.add_done_callback(self._wipes.discard)
         log.info("DRA driver %s is gone: its ResourceSlices are wiped (%s)", driver, ", ".join(files))
 
+    def _start_follower(self) -> None:
+        self._task = asyncio.create_task(self._follow(), name="resourceslices")
+        self._task.add_done_callback(self._follower_ended)
+
+    def _follower_ended(self, task: asyncio.Task[None]) -> None:
+        """The follower never ends but by stop(); one that dies anyway is logged in one line and
+        started again, or the folder would never be read again."""
+        if task.cancelled() or task is not self._task:
+            return
+        err = task.exception()
+        why = failure_line(err) if err is not None else "it returned"
+        log.error("following %s stopped (%s): started again", self.folder, why)
+        self._start_follower()
+
     async def _follow(self) -> None:
+        failed: str | None = None
         while True:
-            await self._read()
-            await self._watch.changed.wait()
+            try:
+                await self._read()
+                failed = None
+            except Exception as err:  # the folder must be read again, whatever happened
+                # A file's failure is that file's error (read_slices): this is a bug, logged once.
+                if failure_line(err) != failed:
+                    failed = failure_line(err)
+                    log.error("reading %s failed, read again later: %s", self.folder, failed)
+            if failed is None:
+                await self._watch.changed.wait()
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._watch.changed.wait(), _RETRY_AFTER)
             self._watch.changed.clear()
 
     async def _read(self) -> None:
@@ -116,7 +146,7 @@ class SliceFolder:
         if not is_slice_name(name):
             return False
         # A regular file is reported again when its writer closes it; writers that rename are whole.
-        return not mask & Mask.CREATE or os.path.islink(self.folder / name)
+        return not mask & Mask.CREATE or is_whole_at_creation(self.folder / name)
 
     def _poll_state(self) -> Hashable:
         try:

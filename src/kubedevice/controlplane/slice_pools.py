@@ -14,8 +14,15 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
-from kubedevice.resource.document_file import MANIFEST_SUFFIXES, ManifestError, load_documents
+from kubedevice.resource.document_file import (
+    MANIFEST_SUFFIXES,
+    ManifestError,
+    failure_line,
+    load_documents,
+    read_document_file,
+)
 from kubedevice.resource.documents import check_kind
 from kubedevice.resource.fields import DocumentError
 from kubedevice.resource.model import ResourceSliceDocument
@@ -40,6 +47,14 @@ def parse_slice_file(file: str, content: bytes) -> SliceFile:
         docs = load_documents(file, content)
     except ManifestError as err:
         return SliceFile(file, errors=(SliceReport(file, "", str(err)),))
+    try:
+        return _parse_documents(file, docs)
+    except Exception as err:  # one file's failure is that file's error, never the folder's
+        why = f"cannot be read: {failure_line(err)}"
+        return SliceFile(file, errors=(SliceReport(file, "", why),))
+
+
+def _parse_documents(file: str, docs: list[Any]) -> SliceFile:
     many = len(docs) > 1
     slices: list[ResourceSliceDocument] = []
     errors: list[SliceReport] = []
@@ -80,11 +95,16 @@ def read_slices(folder: Path, node_name: str) -> SliceScan:
         return SliceScan(errors=(SliceReport(str(folder), "", f"cannot list: {err.strerror or err}"),))
     files: list[SliceFile] = []
     for name in names:
+        path = folder / name
         try:
-            content = (folder / name).read_bytes()
+            if path.is_dir():
+                continue
+            # A FIFO, a device or a socket is refused, never opened for reading; the size is capped.
+            content = read_document_file(path)
         except FileNotFoundError:
             continue  # removed since the listing (a driver's file is replaced by rename)
-        except IsADirectoryError:
+        except ManifestError as err:
+            files.append(SliceFile(name, errors=(SliceReport(name, "", str(err)),)))
             continue
         except OSError as err:
             files.append(

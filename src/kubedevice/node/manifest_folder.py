@@ -27,7 +27,12 @@ from pathlib import Path
 
 from kubedevice.controlplane.folder_index import DRAFolderIndex
 from kubedevice.node.manifests import ManifestFile, PodManifest, parse_file
-from kubedevice.resource.document_file import MANIFEST_SUFFIXES, ManifestError
+from kubedevice.resource.document_file import (
+    MANIFEST_SUFFIXES,
+    ManifestError,
+    failure_line,
+    read_document_file,
+)
 from kubedevice.resource.model import DRADocuments, SelectorCompiler
 
 log = logging.getLogger(__name__)
@@ -183,11 +188,14 @@ class ManifestFolder:
             cached = self._cache.get(name)
             if cached is not None and cached.key == key:
                 return cached.parsed, cached.error
-            with open(path, "rb") as f:
-                content = f.read()
+            # A FIFO, a device or a socket is refused here, never opened for reading; the size is capped.
+            content = read_document_file(path)
         except FileNotFoundError:
             self._cache.pop(name, None)
             return None, "the file vanished while it was read"
+        except ManifestError as err:
+            self._cache.pop(name, None)
+            return None, str(err)
         except OSError as err:
             return None, f"cannot read: {err.strerror or err}"
         digest = hashlib.sha256(content).digest()
@@ -200,6 +208,8 @@ class ManifestFolder:
             error = None
         except ManifestError as err:
             parsed, error = None, str(err)
+        except Exception as err:  # one file's failure is that file's error, never the scan's
+            parsed, error = None, f"cannot be read: {failure_line(err)}"
         self._cache[name] = _Cached(key, digest, parsed, error)
         # Let another thread take the GIL: parsing is pure Python, and without this a scan of many new
         # files holds the GIL for a whole switch interval (5 ms) each time the event loop wakes up, which

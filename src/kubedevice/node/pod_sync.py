@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import os
 
 from kubedevice.controlplane.plane import ControlPlane
 from kubedevice.manager import DeviceManager, DeviceManagerError
@@ -33,6 +32,7 @@ from kubedevice.node.pod_restore import (
 from kubedevice.node.pod_workers import PodWorkers
 from kubedevice.node.pods import PodRecord, PodTable
 from kubedevice.node.state import PodStateFile, SavedPod
+from kubedevice.resource.document_file import failure_line, is_whole_at_creation
 from kubedevice.topology import TopologyManager
 from kubedevice.watch import DirectoryWatch, Mask
 
@@ -148,8 +148,8 @@ class PodSync:
         if not is_manifest_name(name):
             return False
         # A regular file is reported again when the writer closes it; reading it at its creation could
-        # catch it half written. A symlink is whole when it is created.
-        return not mask & Mask.CREATE or os.path.islink(self.paths.manifests / name)
+        # catch it half written. A symlink (or a FIFO, which is then refused) is whole when it is created.
+        return not mask & Mask.CREATE or is_whole_at_creation(self.paths.manifests / name)
 
     async def _scan_loop(self) -> None:
         """Scan the files the watch reports changed, and in full every `rescan_interval`."""
@@ -158,9 +158,14 @@ class PodSync:
             names = watch.take_names() if await watch.wait_within(self.config.rescan_interval) else None
             try:
                 result = await asyncio.to_thread(self._folder.scan, self.pods.uids(), names)
-            except Exception:
-                # A scan failure must never stop the daemon; the next scan tries again.
-                log.exception("scanning %s failed", self.paths.manifests)
+            except Exception as err:
+                # A scan failure must never stop the daemon: one line (a file's failure is already that
+                # file's error, so this is a bug, not an input), and the next full scan tries again.
+                log.error(
+                    "scanning %s failed, tried again at the next scan: %s",
+                    self.paths.manifests,
+                    failure_line(err),
+                )
                 continue
             await self._reconcile(result)
 

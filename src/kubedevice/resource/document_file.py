@@ -3,15 +3,34 @@ Shared by the manifest folder's pods and DRA documents and by the ResourceSlice 
 
 A file that is not YAML is refused in one line that says where and what (`YAML error at line 8, column
 11: mapping values are not allowed here`), or that it looks like a Helm template, which must be rendered
-before it is a manifest."""
+before it is a manifest. What is read at all is bounded (kubedevice.resource.document_limits): only a
+regular file, its size, each document's size, depth and alias expansion; past a limit is one line too."""
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["MANIFEST_SUFFIXES", "ManifestError", "load_documents"]
+from kubedevice.resource.document_limits import (
+    MAX_DEPTH,
+    MAX_DOCUMENT_BYTES,
+    MAX_FILE_BYTES,
+    LimitError,
+    check_depth,
+    read_regular_file,
+)
+
+__all__ = [
+    "MANIFEST_SUFFIXES",
+    "ManifestError",
+    "failure_line",
+    "is_whole_at_creation",
+    "load_documents",
+    "read_document_file",
+]
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -20,20 +39,46 @@ class ManifestError(ValueError):
     """Why a manifest file cannot be used; str() is one line naming the problem."""
 
 
+def failure_line(err: BaseException) -> str:
+    """An unexpected failure (a bug, not a bad input) as one line: its type and the start of its message,
+    for a file's error or a log line that must not carry a whole traceback."""
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text[:200]}{'…' if len(text) > 200 else ''}"
+
+
+def is_whole_at_creation(path: str | os.PathLike[str]) -> bool:
+    """Whether a folder watch's CREATE of `path` means it can be read now: anything but a regular file (a
+    symlink, a FIFO, a socket, a device) is whole when it is created, and gets no CLOSE_WRITE after it;
+    a regular file may be half written, and its writer's close is reported."""
+    try:
+        return not stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return True
+
+
+def read_document_file(path: str | os.PathLike[str]) -> bytes:
+    """A manifest file's bytes: a regular file (symlinks followed) within the size limit. Raises
+    ManifestError (a FIFO, a device, a socket, too large) or OSError (cannot be read)."""
+    try:
+        return read_regular_file(path)
+    except LimitError as err:
+        raise ManifestError(str(err)) from None
+
+
 def load_documents(file_name: str, content: bytes) -> list[Any]:
     """The decoded documents of one file (`.json`: one document; YAML: all of them), `kind: List`
-    flattened into its items. Raises ManifestError when the file cannot be read as such."""
+    flattened into its items. Raises ManifestError when the file cannot be read as such, or is past a
+    limit of kubedevice.resource.document_limits."""
+    if len(content) > MAX_FILE_BYTES:
+        raise ManifestError(f"larger than the {MAX_FILE_BYTES // (1024 * 1024)} MiB limit of a manifest file")
     try:
         text = content.decode("utf-8")
     except UnicodeDecodeError as err:
         raise ManifestError(f"not UTF-8 text: {err}") from None
-    if file_name.endswith(".json"):
-        try:
-            docs: list[Any] = [json.loads(text)] if text.strip() else []
-        except json.JSONDecodeError as err:
-            raise ManifestError(f"JSON error: {' '.join(str(err).split())}") from None
-    else:
-        docs = _load_yaml(text)
+    try:
+        docs = _load_json(text, len(content)) if file_name.endswith(".json") else _load_yaml(text)
+    except LimitError as err:
+        raise ManifestError(str(err)) from None
     flat: list[Any] = []
     for doc in docs:
         if isinstance(doc, Mapping) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
@@ -41,6 +86,25 @@ def load_documents(file_name: str, content: bytes) -> list[Any]:
         else:
             flat.append(doc)
     return flat
+
+
+def _load_json(text: str, size: int) -> list[Any]:
+    """The file's one JSON document, within the depth limit and, unless a `kind: List`, the size limit of
+    one object."""
+    try:
+        docs: list[Any] = [json.loads(text)] if text.strip() else []
+    except json.JSONDecodeError as err:
+        raise ManifestError(f"JSON error: {' '.join(str(err).split())}") from None
+    except RecursionError:
+        raise LimitError(f"nested deeper than {MAX_DEPTH} levels") from None
+    for doc in docs:
+        check_depth(doc)
+        if size > MAX_DOCUMENT_BYTES and not (isinstance(doc, Mapping) and doc.get("kind") == "List"):
+            raise LimitError(
+                f"a JSON document larger than the {MAX_DOCUMENT_BYTES / (1024 * 1024):g} MiB "
+                "limit of one object"
+            )
+    return docs
 
 
 def _load_yaml(text: str) -> list[Any]:
@@ -53,6 +117,7 @@ def _load_yaml(text: str) -> list[Any]:
     # Here: the daemon serves before any YAML is read.
     import yaml
 
+    from kubedevice.resource.plain_yaml import CHECKED_SAFE_LOADER as pure
     from kubedevice.resource.plain_yaml import PLAIN_LOADER as fast
 
     if fast is not None:
@@ -61,7 +126,10 @@ def _load_yaml(text: str) -> list[Any]:
         except yaml.YAMLError:
             pass
     try:
-        return [d for d in yaml.load_all(text, Loader=yaml.SafeLoader) if d is not None]
+        return [d for d in yaml.load_all(text, Loader=pure) if d is not None]
+    except RecursionError:
+        # PyYAML's composer recurses once per level: past Python's limit before a document is measured.
+        raise LimitError(f"nested deeper than {MAX_DEPTH} levels") from None
     except yaml.YAMLError as err:
         template = _template_mark(text)
         if template is not None:

@@ -5,8 +5,11 @@ mapping and sequence, a second pass over those generators): most of the time of 
 and it runs in the manifest scan's thread, holding the GIL the event loop needs for every plugin call.
 A manifest is plain (maps with scalar keys, lists, strings, ints, bools, nulls, floats), so
 `PlainSafeLoader` builds such a document in one recursive walk, with SafeConstructor's own scalar
-constructors, and hands any other document (merge keys, sets, timestamps, binary, custom tags, recursive
-anchors) to SafeConstructor untouched: whichever way it goes, the result is SafeConstructor's.
+constructors, and hands any other document (merge keys, sets, timestamps, binary, custom tags) to
+SafeConstructor untouched: whichever way it goes, the result is SafeConstructor's.
+
+Either loader here measures each composed document first (kubedevice.resource.document_limits: its size,
+depth and alias expansion) and raises LimitError, before building anything, for one past a limit.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-__all__ = ["PLAIN_LOADER"]
+from kubedevice.resource.document_limits import check_yaml_document
+
+__all__ = ["CHECKED_SAFE_LOADER", "PLAIN_LOADER"]
 
 _STR = "tag:yaml.org,2002:str"
 _MAP = "tag:yaml.org,2002:map"
@@ -37,9 +42,19 @@ class _NotPlain(Exception):
     """The document has a node the one-walk construction leaves to SafeConstructor."""
 
 
+def _checked_loader(base: type[Any]) -> type[Any]:
+    class CheckedSafeLoader(base):  # type: ignore[misc]
+        def construct_document(self, node: Node) -> Any:
+            check_yaml_document(node)
+            return super().construct_document(node)
+
+    return CheckedSafeLoader
+
+
 def _plain_loader(base: type[Any]) -> type[Any]:
     class PlainSafeLoader(base):  # type: ignore[misc]
         def construct_document(self, node: Node) -> Any:
+            check_yaml_document(node)
             try:
                 return self._construct_plain(node, {}, set())
             except (_NotPlain, RecursionError):
@@ -81,6 +96,9 @@ def _plain_loader(base: type[Any]) -> type[Any]:
 
     return PlainSafeLoader
 
+
+#: PyYAML's pure safe loader, each document measured first: the loader whose errors are reported.
+CHECKED_SAFE_LOADER: type[Any] = _checked_loader(yaml.SafeLoader)
 
 #: The loader for `yaml.load_all`: libyaml with the one-walk construction; None without libyaml.
 PLAIN_LOADER: type[Any] | None = (
