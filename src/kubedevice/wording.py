@@ -1,4 +1,5 @@
-"""Counts in messages: `1 device`, `2 devices`, never `1 devices` nor `device(s)`."""
+"""Words shared by every message: counts (`1 device`, `2 devices`, never `1 devices` nor `device(s)`), and an
+unexpected failure as one line."""
 
 from __future__ import annotations
 
@@ -6,3 +7,12 @@ from __future__ import annotations
 def counted(n: int, singular: str, plural: str | None = None) -> str:
     """`n` and its noun in the number it takes: `1 device`, `0 devices`, `3 entries` (given `plural`)."""
     return f"{n} {singular if n == 1 else (plural or singular + 's')}"
+
+
+def failure_line(err: BaseException) -> str:
+    """An unexpected failure (a bug, not a bad input) as one line: its type and the start of its message,
+    for a file's error, a pod's message or a log line that must not carry a whole traceback."""
+    text = " ".join(str(err).split())
+    if not text:
+        return type(err).__name__
+    return f"{type(err).__name__}: {text[:200]}{'…' if len(text) > 200 else ''}"

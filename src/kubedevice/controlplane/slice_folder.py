@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from kubedevice.controlplane.slice_pools import read_slices
-from kubedevice.resource.document_file import failure_line, is_whole_at_creation
+from kubedevice.resource.document_file import is_whole_at_creation
 from kubedevice.resource.model import Pool, ResourceSliceDocument
 from kubedevice.scheduler.pools import SliceReport, SliceScan
 from kubedevice.tasks import cancel_and_wait
 from kubedevice.watch import DirectoryWatch, Mask
+from kubedevice.wording import failure_line
 
 log = logging.getLogger("kubedevice.node.daemon")
 

@@ -19,7 +19,6 @@ from typing import Any
 from kubedevice.resource.document_file import (
     MANIFEST_SUFFIXES,
     ManifestError,
-    failure_line,
     load_documents,
     read_document_file,
 )
@@ -28,6 +27,7 @@ from kubedevice.resource.fields import DocumentError
 from kubedevice.resource.model import ResourceSliceDocument
 from kubedevice.resource.slice_document import parse_slice
 from kubedevice.scheduler.pools import SliceReport, SliceScan, gather_pools
+from kubedevice.wording import failure_line
 
 __all__ = ["SliceFile", "gather_slices", "parse_slice_file", "read_slices"]
 

@@ -30,10 +30,10 @@ from kubedevice.node.manifests import ManifestFile, PodManifest, parse_file
 from kubedevice.resource.document_file import (
     MANIFEST_SUFFIXES,
     ManifestError,
-    failure_line,
     read_document_file,
 )
 from kubedevice.resource.model import DRADocuments, SelectorCompiler
+from kubedevice.wording import failure_line
 
 log = logging.getLogger(__name__)
 

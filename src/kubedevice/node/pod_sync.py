@@ -32,9 +32,10 @@ from kubedevice.node.pod_restore import (
 from kubedevice.node.pod_workers import PodWorkers
 from kubedevice.node.pods import PodRecord, PodTable
 from kubedevice.node.state import PodStateFile, SavedPod
-from kubedevice.resource.document_file import failure_line, is_whole_at_creation
+from kubedevice.resource.document_file import is_whole_at_creation
 from kubedevice.topology import TopologyManager
 from kubedevice.watch import DirectoryWatch, Mask
+from kubedevice.wording import failure_line
 
 log = logging.getLogger("kubedevice.node.daemon")
 

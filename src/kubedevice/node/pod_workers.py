@@ -43,6 +43,7 @@ from kubedevice.node.pods import ADMISSION_ERROR_REASON, PodRecord, PodTable
 from kubedevice.scheduler.request import SCHEDULER_ERROR, UNSCHEDULABLE
 from kubedevice.tasks import Signal, cancel_and_wait, wait_any
 from kubedevice.topology import TopologyManager
+from kubedevice.wording import failure_line
 
 __all__ = ["PodWorkers"]
 
@@ -245,7 +246,7 @@ class PodWorkers:
                 # admission: as the scheduler does with an internal error, the pod waits with the error
                 # as its message and is tried again. The traceback is for debugging only.
                 log.debug("the DRA step of pod %s failed", pod_name(record.pod), exc_info=True)
-                self._wait(record, SCHEDULER_ERROR, f"internal error in the DRA step: {_error_line(err)}")
+                self._wait(record, SCHEDULER_ERROR, f"internal error in the DRA step: {failure_line(err)}")
                 prepared = False
             if prepared:
                 if record.reason in (PREPARE_FAILED, UNSCHEDULABLE, SCHEDULER_ERROR):
@@ -304,9 +305,3 @@ class PodWorkers:
         log.warning("pod %s failed admission: %s", pod_name(record.pod), message)
         if detail:
             log.info("pod %s: %s because %s", pod_name(record.pod), reason, detail)
-
-
-def _error_line(err: Exception) -> str:
-    """An unexpected exception as one line of a pod's message: its type, and its text when it has one."""
-    text = " ".join(str(err).split())
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__

@@ -26,7 +26,6 @@ from kubedevice.resource.document_limits import (
 __all__ = [
     "MANIFEST_SUFFIXES",
     "ManifestError",
-    "failure_line",
     "is_whole_at_creation",
     "load_documents",
     "read_document_file",
@@ -37,13 +36,6 @@ MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 class ManifestError(ValueError):
     """Why a manifest file cannot be used; str() is one line naming the problem."""
-
-
-def failure_line(err: BaseException) -> str:
-    """An unexpected failure (a bug, not a bad input) as one line: its type and the start of its message,
-    for a file's error or a log line that must not carry a whole traceback."""
-    text = " ".join(str(err).split())
-    return f"{type(err).__name__}: {text[:200]}{'…' if len(text) > 200 else ''}"
 
 
 def is_whole_at_creation(path: str | os.PathLike[str]) -> bool:
