@@ -271,7 +271,8 @@ class NodeDaemon:
         if self._sync is not None:
             await self._sync.stop()
         if self._dra is not None:
-            await self._dra.stop_control()
+            # What reacts to slices and saves claims; the DRA manager stops last, after the servers.
+            await self._dra.control.stop()
         if self._status is not None:
             await self._status.stop()
         if self._grpc is not None:

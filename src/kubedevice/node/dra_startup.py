@@ -44,11 +44,6 @@ class DRAParts:
             return []
         return self.dynamic.dynamic_resources(record.dra_pod, container)
 
-    async def stop_control(self) -> None:
-        """Stop what reacts to slices and saves claims; the manager goes last, after the servers that
-        read it."""
-        await self.control.stop()
-
 
 async def start_dra(
     config: NodeConfig,
