@@ -71,11 +71,13 @@ def _parse_documents(file: str, docs: list[Any]) -> SliceFile:
     return SliceFile(file, tuple(slices), tuple(errors))
 
 
-def gather_slices(files: Iterable[SliceFile], node_name: str) -> SliceScan:
+def gather_slices(
+    files: Iterable[SliceFile], node_name: str, node_labels: Mapping[str, str] | None = None
+) -> SliceScan:
     """The slices of `files` (taken in name order) that are this node's, gathered into pools; each
     file's own errors are reported before those of its slices."""
     ordered = sorted(files, key=lambda f: f.file)
-    scan = gather_pools((s for f in ordered for s in f.slices), node_name)
+    scan = gather_pools((s for f in ordered for s in f.slices), node_name, node_labels)
     by_file: dict[str, list[SliceReport]] = {}
     for error in scan.errors:
         by_file.setdefault(error.file, []).append(error)

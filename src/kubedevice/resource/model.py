@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
+from kubedevice.resource.node_selector import NodeSelector
+
 __all__ = [
     "IMPLICIT_EXTENDED_RESOURCE_PREFIX",
     "AllocationMode",
@@ -316,8 +318,8 @@ class ResourceSliceDocument:
     devices: tuple[SliceDevice, ...] = ()
     #: A left-out feature used at the slice level (every device of it is then marked too).
     unsupported: str | None = None
-    #: The slice selects its nodes by label (`spec.nodeSelector`): this node has none, so it is ignored.
-    node_selector: bool = False
+    #: `spec.nodeSelector`: the nodes the slice serves, by label (or None).
+    node_selector: NodeSelector | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from kubedevice.resource.claim_spec import CONSUMABLE_CAPACITY, TAINTS
 from kubedevice.resource.fields import Fields, is_qualified_attribute
 from kubedevice.resource.identity import document_uid
 from kubedevice.resource.model import AttributeValue, ObjectMeta, ResourceSliceDocument, SliceDevice
+from kubedevice.resource.node_selector_reader import read_node_selector
 
 #: The API's limits on one slice's devices and on one device's attributes and capacities together.
 MAX_DEVICES = 128
@@ -93,7 +94,11 @@ def parse_slice(doc: Mapping[str, Any], version: str, source: str) -> ResourceSl
         slice_count=count,
         devices=tuple(devices),
         unsupported=unsupported,
-        node_selector=spec.get("nodeSelector") is not None,
+        node_selector=(
+            None
+            if spec.get("nodeSelector") is None
+            else read_node_selector(f, spec.get("nodeSelector"), "spec.nodeSelector")
+        ),
     )
 
 

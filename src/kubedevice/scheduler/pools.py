@@ -1,16 +1,17 @@
 """The scheduler's `GatherPools`: ResourceSlices gathered into the pools one node's allocation can use.
 
 A pool counts only in its highest generation, and only when every slice of that generation
-(`resourceSliceCount`) is present; otherwise it is incomplete and its devices wait. Slices for another
-node are ignored with a warning, a slice whose name is already taken is reported and ignored, and a slice
-using a feature kubedevice leaves out is reported once and its devices are marked so they are never
-candidates. Slices keep the order given (the published order), devices their `spec.devices` order (never
-sorted); pools are ordered by (driver, pool name) compared as bytes.
+(`resourceSliceCount`) is present; otherwise it is incomplete and its devices wait. Slices for another node
+(by name, or by a `nodeSelector` that does not match its labels) are ignored with a warning, a slice whose
+name is already taken is reported and ignored, and a slice using a feature kubedevice leaves out is reported
+once and its devices are marked so they are never candidates. Slices keep the order given (the published
+order), devices their `spec.devices` order (never sorted); pools are ordered by (driver, pool name) compared
+as bytes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from kubedevice.resource.model import Pool, ResourceSliceDocument
@@ -35,7 +36,7 @@ class SliceScan:
     `slices`: every slice kept, in the order given (those with left-out features included, their
     devices marked). `pools`: the pools at their highest generation, by (driver, pool name) as bytes;
     an incomplete or invalid pool is listed too, flagged. `ignored`: slices given but not used (another
-    node's, one selecting nodes by label, a name already used), each with its report. `errors`: slices
+    node's, a name already used), each with its report. `errors`: slices
     (and, from a folder, files) ignored because they are bad; `warnings`: slices ignored for another
     node, left-out features, incomplete or invalid pools.
     """
@@ -50,12 +51,17 @@ class SliceScan:
         return next((p for p in self.pools if p.driver == driver and p.name == name), None)
 
 
-def gather_pools(slices: Iterable[ResourceSliceDocument], node_name: str) -> SliceScan:
-    """The slices (in published order) that node `node_name` may use, gathered into pools.
+def gather_pools(
+    slices: Iterable[ResourceSliceDocument], node_name: str, node_labels: Mapping[str, str] | None = None
+) -> SliceScan:
+    """The slices (in published order) that node `node_name` (with `node_labels`) may use, gathered into
+    pools. A slice serves the node when its `nodeName` is the node's, it has `allNodes`, or its
+    `nodeSelector` matches the node's name and labels.
 
     A slice's name belongs to the first slice that has it; a later one is an error naming where the
     first was read (`meta.source`).
     """
+    labels = node_labels or {}
     kept: list[ResourceSliceDocument] = []
     ignored: list[ResourceSliceDocument] = []
     errors: list[SliceReport] = []
@@ -69,9 +75,10 @@ def gather_pools(slices: Iterable[ResourceSliceDocument], node_name: str) -> Sli
             ignored.append(s)
             continue
         owner[name] = source
-        if s.node_selector:
-            message = "selects its nodes by label (spec.nodeSelector), and this node has none"
-            warnings.append(SliceReport(source, name, f"ResourceSlice {name}: {message}; ignored"))
+        if s.node_selector is not None and not s.node_selector.matches(node_name, labels):
+            shown = ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "none"
+            message = f'its spec.nodeSelector does not match node "{node_name}" (labels: {shown}); ignored'
+            warnings.append(SliceReport(source, name, f"ResourceSlice {name}: {message}"))
             ignored.append(s)
             continue
         if not s.all_nodes and s.node_name and s.node_name != node_name:

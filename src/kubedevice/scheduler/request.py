@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kubedevice.resource.documents import DRADocument
 from kubedevice.resource.model import (
@@ -16,10 +16,12 @@ from kubedevice.resource.model import (
     ResourceClaimSpec,
     ResourceSliceDocument,
 )
+from kubedevice.scheduler.explanation import RequestExplanation
 from kubedevice.scheduler.pools import gather_pools
 
 __all__ = [
     "ADMIN_ACCESS_LABEL",
+    "HOSTNAME_LABEL",
     "SCHEDULER_ERROR",
     "UNSCHEDULABLE",
     "AllocationRequest",
@@ -29,6 +31,8 @@ __all__ = [
 
 #: The namespace label that allows `adminAccess` requests (the API server's check).
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
+#: The label every node carries with its name (the kubelet sets it; node selectors often use it).
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 #: The scheduler's reason when no allocation or reservation is possible: the pod's status reason.
@@ -39,13 +43,15 @@ SCHEDULER_ERROR = "SchedulerError"
 
 
 class Unschedulable(Exception):
-    """No allocation: the pod stays Pending with reason `Unschedulable` and this message."""
+    """No allocation: the pod stays Pending with reason `Unschedulable` and this message; `explanation`
+    says, per request, what ruled the devices out (empty when the refusal came before any search)."""
 
     reason = UNSCHEDULABLE
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, explanation: Sequence[RequestExplanation] = ()) -> None:
         super().__init__(message)
         self.message = message
+        self.explanation = tuple(explanation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +78,8 @@ class AllocationRequest:
     in_use: Set[DeviceID]
     namespaces: Mapping[str, NamespaceDocument]
     node_name: str
+    #: The node's labels (`kubernetes.io/hostname` among them), matched by node selectors.
+    node_labels: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_documents(
@@ -79,6 +87,7 @@ class AllocationRequest:
         documents: Iterable[DRADocument | ResourceSliceDocument],
         node_name: str,
         in_use: Iterable[DeviceID] = (),
+        node_labels: Mapping[str, str] | None = None,
     ) -> AllocationRequest:
         """The request a scheduler would make for node `node_name` from these documents (as
         `kubedevice.resource.documents.read_document` reads them).
@@ -117,11 +126,13 @@ class AllocationRequest:
                 )
             else:
                 raise TypeError(f"not a document the scheduler reads: {type(document).__name__}")
+        labels = dict(node_labels) if node_labels is not None else {HOSTNAME_LABEL: node_name}
         return cls(
             claims=tuple(claims),
             classes=classes,
-            pools=gather_pools(slices, node_name).pools,
+            pools=gather_pools(slices, node_name, labels).pools,
             in_use=frozenset(used),
             namespaces=namespaces,
             node_name=node_name,
+            node_labels=labels,
         )
