@@ -209,16 +209,6 @@ def test_a_selector_is_not_compiled_without_a_compiler() -> None:
             "device taints and tolerations",
         ),
         (
-            "{name: g, exactly: {deviceClassName: g, capacity: {requests: {memory: 1Gi}}}}",
-            "",
-            "consumable capacity",
-        ),
-        (
-            "{name: g, exactly: {deviceClassName: g}}",
-            "    constraints: [{distinctAttribute: x.com/a}]\n",
-            "consumable capacity",
-        ),
-        (
             "{name: g, deviceClassName: g, tolerations: [{key: k}]}",
             "v1beta1",
             "device taints and tolerations",

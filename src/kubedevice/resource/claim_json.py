@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kubedevice.resource.capacity import CapacityRequirements
 from kubedevice.resource.model import ClaimDocument, ConsumerReference, ResourceClaimSpec
 
 API_VERSION = "resource.k8s.io/v1"
@@ -109,9 +110,9 @@ def _device_selection(device_class: str, selectors: tuple[str, ...], mode: str, 
 
 
 def _left_out(
-    out: dict[str, Any], tolerations: tuple[Mapping[str, Any], ...], capacity: Mapping[str, Any] | None
+    out: dict[str, Any], tolerations: tuple[Mapping[str, Any], ...], capacity: CapacityRequirements | None
 ) -> None:
     if tolerations:
         out["tolerations"] = [dict(t) for t in tolerations]
     if capacity is not None:
-        out["capacity"] = dict(capacity)
+        out["capacity"] = capacity.to_json()

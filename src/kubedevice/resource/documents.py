@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kubedevice.resource.capacity_reader import read_consumed_capacity
 from kubedevice.resource.claim_spec import SpecReader
 from kubedevice.resource.fields import DocumentError, Fields, check_text
 from kubedevice.resource.identity import document_uid
@@ -202,6 +203,9 @@ def _allocation(f: Fields, reader: SpecReader, value: Any, path: str) -> Allocat
                 device=f.string(r.get("device"), f"{at}.device", required=True),
                 admin_access=None if admin is None else f.boolean(admin, f"{at}.adminAccess"),
                 share_id=None if share is None else f.string(share, f"{at}.shareID"),
+                consumed_capacity=read_consumed_capacity(
+                    f, r.get("consumedCapacity"), f"{at}.consumedCapacity"
+                ),
             )
         )
     config: list[DeviceAllocationConfiguration] = []

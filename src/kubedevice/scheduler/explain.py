@@ -14,7 +14,8 @@ def explain_failure(search: Search, claims: Sequence[ClaimToAllocate]) -> str:
     """The first request, in search order, that cannot be met even alone; else the combination text.
 
     A `firstAvailable` request is tested by its first subrequest. "Free" counts the matching devices
-    not in use before the search (any matching device, for a request with admin access).
+    not in use before the search (any matching device, for a request with admin access) that can hold
+    the request's consumable capacity beside what allocated claims consume.
     """
     for c, claim in enumerate(claims):
         for r, request in enumerate(claim.spec.requests):
@@ -33,6 +34,7 @@ def explain_failure(search: Search, claims: Sequence[ClaimToAllocate]) -> str:
                 for candidate in search.candidates
                 if (data.admin_access or candidate.id not in search.in_use)
                 and _matches(search, (c, r, 0), data, candidate)
+                and search.capacity_fits(data, candidate)
             )
             if free < data.num_devices:
                 return (

@@ -8,9 +8,11 @@ follows finds nothing; the first full solution wins. The names follow upstream's
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
+from kubedevice.resource.capacity import ConsumedCapacity
 from kubedevice.resource.model import (
     AttributeValue,
     DeviceClassDocument,
@@ -19,6 +21,8 @@ from kubedevice.resource.model import (
     SelectorCompileError,
     SliceDevice,
 )
+from kubedevice.resource.quantity import Quantity
+from kubedevice.scheduler.capacity import AllocatingCapacity, capacity_fits, consumed_capacity
 from kubedevice.scheduler.cel import CelDevice, CelRuntimeError, CelSelectors
 
 #: The API's limit on a claim's results (`AllocationResultsMaxSize`).
@@ -63,6 +67,8 @@ class RequestData:
     num_devices: int = 0
     #: `All` mode: the matching devices, found before the search.
     all_devices: list[Candidate] = field(default_factory=list)
+    #: `capacity.requests`: what each device must provide (consumable capacity), or None.
+    capacity: Mapping[str, Quantity] | None = None
 
     @property
     def result_name(self) -> str:
@@ -76,6 +82,27 @@ class Taken:
     request: str  # `<request>` or `<request>/<subrequest>`
     id: DeviceID
     admin_access: bool
+    #: A share of a device with allowMultipleAllocations: what it consumes (None: the device is taken whole).
+    consumed: ConsumedCapacity | None = None
+
+
+class Constraint(Protocol):
+    """A claim constraint, told of each device taken and given back (upstream's `constraint`)."""
+
+    def add(self, request: str, subrequest: str, candidate: Candidate) -> bool:
+        """Whether the device may be taken; when it may, it now counts."""
+        ...
+
+    def remove(self, request: str, subrequest: str, candidate: Candidate) -> None:
+        """The device, added before, is given back."""
+        ...
+
+
+def constraint_applies(requests: frozenset[str], request: str, subrequest: str) -> bool:
+    """Whether a constraint naming `requests` (none: every request) binds a device of this (sub)request."""
+    if not requests:
+        return True
+    return request in requests or (bool(subrequest) and f"{request}/{subrequest}" in requests)
 
 
 class MatchAttribute:
@@ -87,13 +114,8 @@ class MatchAttribute:
         self._first: AttributeValue | None = None
         self._count = 0
 
-    def _applies(self, request: str, subrequest: str) -> bool:
-        if not self._requests:
-            return True
-        return request in self._requests or (bool(subrequest) and f"{request}/{subrequest}" in self._requests)
-
     def add(self, request: str, subrequest: str, candidate: Candidate) -> bool:
-        if not self._applies(request, subrequest):
+        if not constraint_applies(self._requests, request, subrequest):
             return True
         value = lookup_attribute(candidate, self._attribute)
         if value is None:
@@ -105,8 +127,8 @@ class MatchAttribute:
         self._count += 1
         return True
 
-    def remove(self, request: str, subrequest: str) -> None:
-        if self._applies(request, subrequest):
+    def remove(self, request: str, subrequest: str, candidate: Candidate) -> None:
+        if constraint_applies(self._requests, request, subrequest):
             self._count -= 1
 
 
@@ -129,10 +151,11 @@ class Search:
         claims: Sequence[str],
         request_counts: Sequence[int],
         request_data: dict[tuple[int, int, int], RequestData],
-        constraints: Sequence[Sequence[MatchAttribute]],
+        constraints: Sequence[Sequence[Constraint]],
         candidates: Sequence[Candidate],
         in_use: frozenset[DeviceID] | set[DeviceID],
         selectors: CelSelectors,
+        consumed: Mapping[DeviceID, ConsumedCapacity] | None = None,
     ) -> None:
         self.claims = claims
         self.request_counts = request_counts
@@ -140,15 +163,19 @@ class Search:
         self.constraints = constraints
         self.candidates = candidates
         self.in_use = in_use
+        #: Shared devices of allocated claims: the capacity their shares consume (upstream's
+        #: AggregatedCapacity); `in_use` holds the devices allocated whole.
+        self.consumed: Mapping[DeviceID, ConsumedCapacity] = consumed or {}
         self.selectors = selectors
         self.selected_sub: dict[tuple[int, int], int] = {}
         self.results: list[list[Taken]] = [[] for _ in claims]
         self._allocating: dict[DeviceID, set[int]] = {}
+        self._allocating_capacity = AllocatingCapacity()
         self._matches: dict[tuple[DeviceID, tuple[int, int, int]], bool] = {}
 
     def run(self) -> bool:
         try:
-            return self._allocate_one(0, 0, 0, 0, False)
+            return self._allocate_one(0, 0, 0, 0, False, 0)
         except _MaxSizeExceeded:
             return False
 
@@ -159,6 +186,23 @@ class Search:
 
     def _allocating_for_claim(self, device: DeviceID, claim: int) -> bool:
         return claim in self._allocating.get(device, ())
+
+    def capacity_fits(self, data: RequestData, candidate: Candidate) -> bool:
+        """Whether the device can serve one more allocation for this request: the capacities asked are
+        there, within its requestPolicy, and fit beside what allocated claims and this search consume
+        (`CmpRequestOverCapacity`). No side effect."""
+        capacity = candidate.device.capacity
+        if not capacity and not data.capacity:
+            return True
+        device = candidate.id
+        return capacity_fits(
+            self.consumed.get(device), data.capacity, capacity, self._allocating_capacity.get(device)
+        )
+
+    def capacity_in_use(self, device: DeviceID) -> bool:
+        """Whether some share of the device consumes capacity, allocated or allocating (upstream's
+        `deviceCapacityInUse`)."""
+        return bool(self.consumed.get(device)) or device in self._allocating_capacity
 
     def is_selectable(self, key: tuple[int, int, int], data: RequestData, candidate: Candidate) -> bool:
         """The class's selectors, then the request's; cached per (device, request) for this search."""
@@ -192,12 +236,14 @@ class Search:
 
     # --- the search -------------------------------------------------------------------------------
 
-    def _allocate_one(self, c: int, r: int, s: int, d: int, allocate_sub: bool) -> bool:
+    def _allocate_one(self, c: int, r: int, s: int, d: int, allocate_sub: bool, start: int) -> bool:
+        """Device `d` of (sub)request (c, r, s); candidates before `start` were tried for the request's
+        earlier devices (upstream's startLocation: combinations, not permutations, within a request)."""
         if c >= len(self.claims):
             return True
         if r >= self.request_counts[c]:
             try:
-                return self._allocate_one(c + 1, 0, 0, 0, False)
+                return self._allocate_one(c + 1, 0, 0, 0, False, 0)
             except _MaxSizeExceeded:
                 return False
         key = (c, r, s)
@@ -207,15 +253,16 @@ class Search:
         if data.all_mode and not data.all_devices:
             return False
         if d >= data.num_devices:
-            return self._allocate_one(c, r + 1, 0, 0, False)
+            return self._allocate_one(c, r + 1, 0, 0, False, 0)
         if len(self.results[c]) + data.num_devices - d > MAX_RESULTS:
             raise _MaxSizeExceeded
         if data.all_mode:
             undo = self._allocate_device(c, data, data.all_devices[d], must=True)
             if undo is None:
                 return False
-            return self._go_on(c, r, s, d, allocate_sub, undo)
-        for candidate in self.candidates:
+            return self._go_on(c, r, s, d, allocate_sub, undo, 0)
+        for index in range(start, len(self.candidates)):
+            candidate = self.candidates[index]
             if data.admin_access:
                 if self._allocating_for_claim(candidate.id, c):
                     continue
@@ -223,17 +270,21 @@ class Search:
                 continue
             if not self.is_selectable(key, data, candidate):
                 continue
+            if not self.capacity_fits(data, candidate):
+                continue
             undo = self._allocate_device(c, data, candidate, must=False)
             if undo is None:
                 continue
-            if self._go_on(c, r, s, d, allocate_sub, undo):
+            if self._go_on(c, r, s, d, allocate_sub, undo, index + 1):
                 return True
         return False
 
-    def _go_on(self, c: int, r: int, s: int, d: int, allocate_sub: bool, undo: Callable[[], None]) -> bool:
+    def _go_on(
+        self, c: int, r: int, s: int, d: int, allocate_sub: bool, undo: Callable[[], None], start: int
+    ) -> bool:
         """The next wanted device; gives this one back when that finds nothing (or fails)."""
         try:
-            done = self._allocate_one(c, r, s, d + 1, allocate_sub)
+            done = self._allocate_one(c, r, s, d + 1, allocate_sub, start)
         except BaseException:
             undo()
             raise
@@ -247,7 +298,7 @@ class Search:
         sub = 0
         while (c, r, sub) in self.request_data:
             try:
-                success = self._allocate_one(c, r, sub, d, True)
+                success = self._allocate_one(c, r, sub, d, True, 0)
             except _MaxSizeExceeded:
                 sub += 1
                 continue
@@ -263,11 +314,18 @@ class Search:
     def _allocate_device(
         self, c: int, data: RequestData, candidate: Candidate, must: bool
     ) -> Callable[[], None] | None:
-        """Takes the device (constraints permitting); returns how to give it back, or None."""
+        """Takes the device (constraints permitting); returns how to give it back, or None. A device
+        with allowMultipleAllocations is not taken whole: its share's capacity is added to the totals."""
+        device = candidate.id
+        shared = candidate.device.allow_multiple_allocations
         if data.admin_access:
-            if self._allocating_for_claim(candidate.id, c):
+            if not shared and self._allocating_for_claim(device, c):
                 return None
-        elif self.device_in_use(candidate.id):
+        elif self.device_in_use(device):
+            return None
+        # Checked again for `All` devices, chosen before the search; before the constraints, so that
+        # a refusal leaves them untouched (upstream checks after, and leaves them counting the device).
+        if not self.capacity_fits(data, candidate):
             return None
         request, subrequest = (data.parent, data.name) if data.parent else (data.name, "")
         constraints = self.constraints[c]
@@ -280,17 +338,25 @@ class Search:
                     "because a claim constraint would not be satisfied"
                 )
             for earlier in constraints[:i]:
-                earlier.remove(request, subrequest)
+                earlier.remove(request, subrequest, candidate)
             return None
-        self._allocating.setdefault(candidate.id, set()).add(c)
+        consumed = None
+        if shared:
+            consumed = consumed_capacity(data.capacity, candidate.device.capacity)
+            self._allocating_capacity.insert(device, consumed)
+        else:
+            self._allocating.setdefault(device, set()).add(c)
         results = self.results[c]
         before = len(results)
-        results.append(Taken(data.result_name, candidate.id, data.admin_access))
+        results.append(Taken(data.result_name, device, data.admin_access, consumed))
 
         def undo() -> None:
             for constraint in constraints:
-                constraint.remove(request, subrequest)
-            self._allocating[candidate.id].discard(c)
+                constraint.remove(request, subrequest, candidate)
+            if consumed is None:
+                self._allocating[device].discard(c)
+            else:
+                self._allocating_capacity.remove(device, consumed)
             del results[before:]
 
         return undo
