@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kubedevice.resource.capacity import DeviceCapacity
+from kubedevice.resource.capacity import ConsumedCapacity, DeviceCapacity
 from kubedevice.resource.model import (
     AllocationResult,
     AttributeValue,
@@ -145,6 +145,7 @@ def request(
     classes: list[DeviceClassDocument] | None = None,
     in_use: set[DeviceID] | None = None,
     namespaces: list[NamespaceDocument] | None = None,
+    consumed: Mapping[DeviceID, ConsumedCapacity] | None = None,
 ) -> AllocationRequest:
     return AllocationRequest(
         claims=tuple(claims),
@@ -153,6 +154,7 @@ def request(
         in_use=frozenset(in_use or ()),
         namespaces={n.meta.name: n for n in namespaces or ()},
         node_name=NODE,
+        consumed_capacity=dict(consumed or {}),
     )
 
 

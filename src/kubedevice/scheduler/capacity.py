@@ -22,7 +22,13 @@ from kubedevice.resource.capacity import (
 from kubedevice.resource.model import DeviceID
 from kubedevice.resource.quantity import Quantity
 
-__all__ = ["AllocatingCapacity", "capacity_fits", "consumed_capacity", "consumed_from_request"]
+__all__ = [
+    "AllocatingCapacity",
+    "capacity_fits",
+    "consumed_capacity",
+    "consumed_from_request",
+    "violates_policy",
+]
 
 _NOTHING: Mapping[str, Quantity] = {}
 
@@ -43,7 +49,7 @@ def capacity_fits(
     allocating = allocating or _NOTHING
     for name, entry in capacity.items():
         consumed = consumed_from_request(requests.get(name), entry)
-        if _violates_policy(consumed, entry.request_policy):
+        if violates_policy(consumed, entry.request_policy):
             return False
         total = consumed
         if name in allocated:
@@ -93,7 +99,7 @@ def _round_up_range(requested: Quantity, valid: CapacityRange) -> Quantity:
     return Quantity.of(low + step * (steps + (1 if rest else 0)), "BinarySI")
 
 
-def _violates_policy(consumed: Quantity, policy: CapacityRequestPolicy | None) -> bool:
+def violates_policy(consumed: Quantity, policy: CapacityRequestPolicy | None) -> bool:
     """`violatesPolicy`: over the range's `max`, off its steps, or not one of the valid values (the
     policy's default is always valid)."""
     if policy is None or consumed == policy.default:
