@@ -192,12 +192,19 @@ class Search:
         there, within its requestPolicy, and fit beside what allocated claims and this search consume
         (`CmpRequestOverCapacity`). No side effect."""
         capacity = candidate.device.capacity
-        if not capacity and not data.capacity:
-            return True
         device = candidate.id
-        return capacity_fits(
-            self.consumed.get(device), data.capacity, capacity, self._allocating_capacity.get(device)
-        )
+        allocated = self.consumed.get(device)
+        allocating = self._allocating_capacity.get(device)
+        # Nothing asked, nothing consumed, no policy: each capacity is consumed whole, which always fits.
+        # Most devices end here, without the arithmetic.
+        if (
+            not data.capacity
+            and allocated is None
+            and allocating is None
+            and all(entry.request_policy is None for entry in capacity.values())
+        ):
+            return True
+        return capacity_fits(allocated, data.capacity, capacity, allocating)
 
     def capacity_in_use(self, device: DeviceID) -> bool:
         """Whether some share of the device consumes capacity, allocated or allocating (upstream's
@@ -323,9 +330,10 @@ class Search:
                 return None
         elif self.device_in_use(device):
             return None
-        # Checked again for `All` devices, chosen before the search; before the constraints, so that
-        # a refusal leaves them untouched (upstream checks after, and leaves them counting the device).
-        if not self.capacity_fits(data, candidate):
+        # Checked again for `All` devices, chosen before the search (the loop's are checked just before);
+        # before the constraints, so that a refusal leaves them untouched (upstream checks after, and
+        # leaves them counting the device).
+        if must and not self.capacity_fits(data, candidate):
             return None
         request, subrequest = (data.parent, data.name) if data.parent else (data.name, "")
         constraints = self.constraints[c]
