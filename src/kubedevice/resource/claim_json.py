@@ -61,7 +61,7 @@ def spec_json(spec: ResourceClaimSpec) -> dict[str, Any]:
             exactly = _device_selection(e.device_class_name, e.selectors, e.allocation_mode, e.count)
             if e.admin_access:
                 exactly["adminAccess"] = True
-            _left_out(exactly, e.tolerations, e.capacity)
+            _tolerations_and_capacity(exactly, e.tolerations, e.capacity)
             entry["exactly"] = exactly
         if r.first_available:
             subs = []
@@ -70,7 +70,7 @@ def spec_json(spec: ResourceClaimSpec) -> dict[str, Any]:
                     "name": s.name,
                     **_device_selection(s.device_class_name, s.selectors, s.allocation_mode, s.count),
                 }
-                _left_out(sub, s.tolerations, s.capacity)
+                _tolerations_and_capacity(sub, s.tolerations, s.capacity)
                 subs.append(sub)
             entry["firstAvailable"] = subs
         requests.append(entry)
@@ -109,7 +109,7 @@ def _device_selection(device_class: str, selectors: tuple[str, ...], mode: str, 
     return out
 
 
-def _left_out(
+def _tolerations_and_capacity(
     out: dict[str, Any], tolerations: tuple[Mapping[str, Any], ...], capacity: CapacityRequirements | None
 ) -> None:
     if tolerations:
