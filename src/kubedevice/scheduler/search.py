@@ -1,8 +1,11 @@
-"""The search of the scheduler's structured allocator (`structured/internal/stable/allocator_stable.go`).
+"""The search of the scheduler's structured allocator (`structured/internal/stable/allocator_stable.go`,
+with the experimental allocator's consumable capacity and start location).
 
 A port, not a new design: claims, then requests, then the wanted devices one by one, each trying every
-candidate in order (depth first); a candidate is taken and the search goes on, and given back when what
-follows finds nothing; the first full solution wins. The names follow upstream's (`allocateOne`,
+candidate in order (depth first; a request's next device only among the candidates after its previous
+one); a candidate is taken and the search goes on, and given back when what follows finds nothing; the
+first full solution wins. A device with allowMultipleAllocations is never taken whole: each taking is a
+share of its capacity (scheduler/capacity.py). The names follow upstream's (`allocateOne`,
 `allocateDevice`, `isSelectable`) so the two can be read side by side.
 """
 
