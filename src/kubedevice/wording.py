@@ -9,6 +9,12 @@ def counted(n: int, singular: str, plural: str | None = None) -> str:
     return f"{n} {singular if n == 1 else (plural or singular + 's')}"
 
 
+def listed(items: list[str], limit: int = 5) -> str:
+    """The first `limit` items joined by commas, then how many more: `a, b and 3 more`."""
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
 def failure_line(err: BaseException) -> str:
     """An unexpected failure (a bug, not a bad input) as one line: its type and the start of its message,
     for a file's error, a pod's message or a log line that must not carry a whole traceback."""

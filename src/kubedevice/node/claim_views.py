@@ -11,6 +11,7 @@ from kubedevice.controlplane.plane import ControlPlane
 from kubedevice.controlplane.slice_folder import SliceFolder
 from kubedevice.dra import DRAError, DRAManager
 from kubedevice.dra.claim_names import resolve
+from kubedevice.dra.resource_health import ResourceHealth
 from kubedevice.node.pods import PodRecord
 from kubedevice.resource.claim_json import claim_json, consumer_json
 from kubedevice.statusapi.contract import node_answer, prepared_state
@@ -190,10 +191,34 @@ def container_claims_view(dra: DRAManager, record: PodRecord, container: str) ->
         out.append(
             {
                 "claim": state.key,
-                "devices": [{k: d[k] for k in ("driver", "pool", "device")} for d in devices],
+                "devices": [
+                    {k: d[k] for k in ("driver", "pool", "device", "shareID") if k in d} for d in devices
+                ],
                 "cdiDevices": list(dict.fromkeys(cdi for d in devices for cdi in d["cdiDevices"])),
             }
         )
+    return out
+
+
+def container_health_view(dra: DRAManager, record: PodRecord, container: str) -> list[dict[str, Any]]:
+    """The container's `allocatedResourcesStatus` entries of its claims (core/v1's field names; `message`
+    only when the driver gave one, as the API leaves it out)."""
+    if not record.has_claims:
+        return []
+    pod = record.dra_pod
+    c = pod.container(container)
+    if c is None:
+        return []
+    return [
+        {"name": status.name, "resources": [_health_json(r) for r in status.resources]}
+        for status in dra.allocated_resources_status(pod, c)
+    ]
+
+
+def _health_json(r: ResourceHealth) -> dict[str, Any]:
+    out = {"resourceID": r.resource_id, "health": r.health}
+    if r.message:
+        out["message"] = r.message
     return out
 
 
@@ -266,6 +291,9 @@ class DRAPodView:
 
     def extended_claim(self, record: PodRecord) -> dict[str, Any] | None:
         return extended_claim_view(record)
+
+    def allocated_resources_status(self, record: PodRecord, container: str) -> list[dict[str, Any]]:
+        return container_health_view(self._dra, record, container)
 
     def status(self, record: PodRecord) -> dict[str, Any]:
         return pod_status_view(record)

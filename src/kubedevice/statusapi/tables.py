@@ -9,6 +9,7 @@ a UID or a CDI ID stays on one line for the scripts that read it (console.print_
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -72,7 +73,7 @@ def print_pods(console: Console, data: dict[str, Any]) -> None:
     # The daemon's why of a refusal and what a pod runs without: whole lines under the table.
     notes: list[str] = []
     table.add_column("namespace/name", no_wrap=True)
-    for column in ("phase", "container", "devices", "numa hint", "reason: message"):
+    for column in ("phase", "container", "devices", "health", "numa hint", "reason: message"):
         table.add_column(column, overflow="fold")
     for entry in data["pods"]:
         containers = entry["containers"] or [{"name": "", "devices": {}}]
@@ -87,16 +88,51 @@ def print_pods(console: Console, data: dict[str, Any]) -> None:
                     [f"{r}: {', '.join(ids)}" for r, ids in c["devices"].items()]
                     + [_claim_label(claim) for claim in c.get("claims", ())]
                 ),
+                _health_label(c.get("allocatedResourcesStatus", ())),
                 _hint_label(c.get("topologyHint")),
                 (f"{entry['reason']}: {entry['message']}" if entry["reason"] else "") if first else "",
             )
         name = f"{entry['namespace']}/{entry['name']}"
         notes.extend(f"{name}: {why}" for why in [entry.get("detail"), *entry.get("warnings", ())] if why)
+        notes.extend(_health_notes(name, containers))
     print_whole(console, table)
     for entry in data["manifestErrors"]:
         console.print(f"bad manifest {entry['file']}: {entry['error']}", highlight=False)
     for line in notes:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _not_healthy(statuses: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for status in statuses for r in status["resources"] if r["health"] != "Healthy"]
+
+
+def _health_label(statuses: Iterable[dict[str, Any]]) -> str:
+    """`healthy` (every device the container holds), `1 unhealthy, 1 unknown of 4`, or `-` (none held)."""
+    statuses = list(statuses)
+    total = sum(len(status["resources"]) for status in statuses)
+    if not total:
+        return "-"
+    counts = Counter(r["health"] for r in _not_healthy(statuses))
+    if not counts:
+        return "healthy"
+    # Unhealthy before Unknown.
+    said = [f"{n} {health.lower()}" for health, n in sorted(counts.items(), reverse=True)]
+    return f"{', '.join(said)} of {total}"
+
+
+def _health_notes(name: str, containers: list[dict[str, Any]]) -> list[str]:
+    """`default/p main: gpu.example.com/gpu=gpu-1 Unhealthy (ECC errors)`: which devices are not healthy."""
+    notes = []
+    for c in containers:
+        bad = _not_healthy(c.get("allocatedResourcesStatus", ()))
+        if bad:
+            said = [f"{r['resourceID']} {r['health']}" + _message(r) for r in bad]
+            notes.append(f"{name} {c['name']}: {'; '.join(said)}")
+    return notes
+
+
+def _message(resource: dict[str, Any]) -> str:
+    return f" ({resource['message']})" if resource.get("message") else ""
 
 
 def _claim_label(claim: dict[str, Any]) -> str:
