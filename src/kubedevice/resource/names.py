@@ -14,6 +14,7 @@ __all__ = [
     "is_dns_subdomain",
     "is_extended_resource_name",
     "is_qualified_name",
+    "is_uuid",
 ]
 
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -21,6 +22,8 @@ _DNS_LABEL = re.compile(_LABEL)
 DNS_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
 #: The name part of a qualified name (1-63 characters, checked apart).
 QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+#: The `k8s-uuid` format (a share ID): lowercase hex digits, 8-4-4-4-12.
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 #: Quota's prefix: an extended resource name must still be a qualified name behind it.
 REQUESTS_PREFIX = "requests."
 
@@ -31,6 +34,10 @@ def is_dns_label(name: str) -> bool:
 
 def is_dns_subdomain(name: str) -> bool:
     return len(name) <= 253 and DNS_SUBDOMAIN.fullmatch(name) is not None
+
+
+def is_uuid(value: str) -> bool:
+    return _UUID.fullmatch(value) is not None
 
 
 def is_qualified_name(value: str) -> bool:

@@ -115,8 +115,7 @@ def _health_label(statuses: Iterable[dict[str, Any]]) -> str:
     counts = Counter(r["health"] for r in _not_healthy(statuses))
     if not counts:
         return "healthy"
-    # Unhealthy before Unknown.
-    said = [f"{n} {health.lower()}" for health, n in sorted(counts.items(), reverse=True)]
+    said = [f"{counts[health]} {health.lower()}" for health in ("Unhealthy", "Unknown") if counts[health]]
     return f"{', '.join(said)} of {total}"
 
 
