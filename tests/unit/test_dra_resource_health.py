@@ -147,7 +147,9 @@ class Clock:
         return self.now
 
 
-def _report(device: str, health: health_pb.HealthStatus, message: str = "", timeout: int = 0) -> health_pb.DeviceHealth:
+def _report(
+    device: str, health: health_pb.HealthStatus, message: str = "", timeout: int = 0
+) -> health_pb.DeviceHealth:
     return health_pb.DeviceHealth(
         device=health_pb.DeviceIdentifier(pool_name="node-1", device_name=device),
         health=health,
