@@ -35,10 +35,8 @@ from kubedevice.resource.field_errors import FieldError, invalid_object_message,
 from kubedevice.resource.model import ClaimDocument, DRADocuments
 from kubedevice.wording import go_quote
 
-__all__ = ["DRIVER_PARAMETER", "StatusRefusal", "device_status_pruned", "device_status_update"]
+__all__ = ["StatusRefusal", "device_status_pruned", "device_status_update"]
 
-#: The query parameter that names the writing driver.
-DRIVER_PARAMETER = "driver"
 #: What the API server calls the object in its texts.
 _QUALIFIED_KIND = "ResourceClaim.resource.k8s.io"
 _BODY_FIELDS = ("devices",)
@@ -82,8 +80,7 @@ def device_status_update(
     if not driver:
         return StatusRefusal(
             "BadRequest",
-            f"no writing driver: add ?{DRIVER_PARAMETER}=<driver name> (a driver writes the entries of its "
-            "own devices)",
+            "no writing driver: name the driver that writes (a driver writes the entries of its own devices)",
         )
     try:
         entries = _read_body(body)
@@ -112,8 +109,8 @@ def device_status_update(
     errors = [
         FieldError.forbidden(
             path("status.devices", i),
-            f"changing an entry of driver {go_quote(e.driver)} requires writing as that driver "
-            f"(?{DRIVER_PARAMETER}={e.driver}); this update writes as {go_quote(driver)}",
+            f"changing an entry of driver {go_quote(e.driver)} requires writing as that driver; this update "
+            f"writes as {go_quote(driver)}",
         )
         for i, e in enumerate(entries)
         if e.driver != driver and stored.get(e.key) != e
