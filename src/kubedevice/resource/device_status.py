@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from kubedevice.resource.field_errors import path
 from kubedevice.wording import go_quote
@@ -29,6 +29,8 @@ __all__ = [
     "device_statuses_json",
     "read_device_statuses",
 ]
+
+T = TypeVar("T")
 
 #: (driver, pool, device, shareID or ""): the entries' map key, the key of an allocation result too.
 DeviceStatusKey = tuple[str, str, str, str]
@@ -164,29 +166,23 @@ class _Reader:
                 self.problems.append(f"unknown field {go_quote(path(where, str(name)))}")
         return value
 
-    def list(self, value: Any, where: str) -> list[Any]:
+    def _typed(self, value: Any, where: str, kind: type[T], want: str, empty: T) -> T:
+        """`value` when it is a `kind` (a bool is no integer), `empty` for null or after a problem."""
         if value is None:
-            return []
-        if not isinstance(value, list):
-            self._type(where, value, "a list")
-            return []
+            return empty
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            self._type(where, value, want)
+            return empty
         return value
+
+    def list(self, value: Any, where: str) -> list[Any]:
+        return self._typed(value, where, list, "a list", [])
 
     def string(self, value: Any, where: str) -> str:
-        if value is None:
-            return ""
-        if not isinstance(value, str):
-            self._type(where, value, "a string")
-            return ""
-        return value
+        return self._typed(value, where, str, "a string", "")
 
     def integer(self, value: Any, where: str) -> int:
-        if value is None:
-            return 0
-        if isinstance(value, bool) or not isinstance(value, int):
-            self._type(where, value, "an integer")
-            return 0
-        return value
+        return self._typed(value, where, int, "an integer", 0)
 
     def time(self, value: Any, where: str) -> str:
         """metav1.Time: RFC 3339, written back in UTC to the second; "" for null and for the zero time."""

@@ -85,13 +85,7 @@ class StatusClient:
         path = contract.claim_path(namespace, name)
         status, body = await self.get_answer(path)
         if status == 200:
-            try:
-                claim = json.loads(body)
-            except ValueError:
-                claim = None
-            if not isinstance(claim, dict):
-                raise StatusClientError(f"the node daemon answered GET {path} with something not a claim")
-            return claim
+            return _claim(body, f"GET {path}")
         error = _error_text(body)
         if status == 404 and error.startswith("no such path"):
             raise StatusClientError(
@@ -112,18 +106,9 @@ class StatusClient:
         body = json.dumps({"devices": devices}).encode()
         status, answer = await self.request("PUT", path, body)
         if status == 200:
-            try:
-                claim = json.loads(answer)
-            except ValueError:
-                claim = None
-            if not isinstance(claim, dict):
-                raise StatusClientError(f"the node daemon answered PUT {path} with something not a claim")
-            return claim
-        try:
-            failure = json.loads(answer)
-        except ValueError:
-            failure = None
-        if not isinstance(failure, dict):
+            return _claim(answer, f"PUT {path}")
+        failure = _object(answer)
+        if failure is None:
             raise StatusClientError(
                 f"the node daemon answered PUT {path} with HTTP {status}: {_error_text(answer)}"
             )
@@ -172,6 +157,23 @@ class StatusClient:
         if not sep or len(status_line) < 2 or not status_line[1].isdigit():
             raise StatusClientError(f"malformed answer from {self.socket}")
         return int(status_line[1]), answer
+
+
+def _object(body: bytes) -> dict[str, Any] | None:
+    """The JSON object of an answer's body, or None."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _claim(body: bytes, request: str) -> dict[str, Any]:
+    """The claim a 200 answer to `request` holds."""
+    claim = _object(body)
+    if claim is None:
+        raise StatusClientError(f"the node daemon answered {request} with something not a claim")
+    return claim
 
 
 def _error_text(body: bytes) -> str:
