@@ -183,6 +183,22 @@ def test_one_drivers_update_never_erases_anothers_and_each_refusal_says_why(node
     assert refused(node, "bare", DRIVER).code == 409
     assert listed(node, "two") == as_written([nic, gpu])
 
+    # A person's mistakes: exit 2, one line, nothing sent.
+    for args, stdin, line in [
+        (["a/b/c"], "[]", "error: claims set-status: 'a/b/c' is not [NAMESPACE/]NAME — name one claim"),
+        (["two"], "", "error: claims set-status: standard input: 0 documents — give one"),
+        (
+            ["two"],
+            "5",
+            'error: claims set-status: standard input: not {"devices": [...]} nor a list of entries',
+        ),
+    ]:
+        run = cli(node, "claims", "set-status", *args, "--driver", DRIVER, "--file", "-", stdin=stdin)
+        assert (run.returncode, run.stderr.startswith(line), run.stderr.count("\n")) == (2, True, 1), (
+            run.stderr
+        )
+    assert listed(node, "two") == as_written([nic, gpu])
+
     # The HTTP face: a driver named, a body that is JSON, a PUT only on the status subresource.
     client = StatusClient.under(node.root)
     for path, body, code, text in [

@@ -175,18 +175,24 @@ def _status_entries(file: str) -> list[Any]:
     """The entries of `--file`: `{"devices": [...]}` or the list itself, JSON or YAML."""
     from kubedevice.resource.document_file import ManifestError, load_documents, read_document_file
 
+    where = "standard input" if file == "-" else file
     try:
         content = sys.stdin.buffer.read() if file == "-" else read_document_file(file)
         documents = load_documents(file, content)
     except OSError as err:
-        fail(f"cannot read {file}: {err.strerror or err} — give the file of the entries")
+        fail(f"cannot read {where}: {err.strerror or err} — give the file of the entries")
     except ManifestError as err:
-        fail(f"{file}: {err} — give the entries as JSON or YAML")
-    entries = documents[0] if len(documents) == 1 else documents
+        fail(f"{where}: {err} — give the entries as JSON or YAML")
+    if len(documents) != 1:
+        fail(
+            f'{where}: {len(documents)} documents — give one: {{"devices": [...]}} or the list '
+            '(`{"devices": []}` removes the driver\'s entries)'
+        )
+    entries = documents[0]
     if isinstance(entries, dict) and set(entries) <= {"devices"}:
         entries = entries.get("devices") or []
     if not isinstance(entries, list):
-        fail(f'{file}: not {{"devices": [...]}} nor a list of entries — give the entries of status.devices')
+        fail(f'{where}: not {{"devices": [...]}} nor a list of entries — give the entries of status.devices')
     return entries
 
 
