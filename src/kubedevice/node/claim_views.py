@@ -14,6 +14,7 @@ from kubedevice.dra.claim_names import resolve
 from kubedevice.dra.resource_health import ResourceHealth
 from kubedevice.node.pods import PodRecord
 from kubedevice.resource.claim_json import claim_json, consumer_json
+from kubedevice.resource.device_status import device_statuses_json
 from kubedevice.statusapi.contract import node_answer, prepared_state
 
 #: namespace/name -> (the cache entry, prepared in this run)
@@ -44,7 +45,8 @@ def _devices(state: ClaimInfoState) -> list[dict[str, Any]]:
 def claims_view(control: ControlPlane, dra: DRAManager, records: Iterable[PodRecord]) -> dict[str, Any]:
     """`/claims`: every claim (documents and generated ones) and every claim the DRA manager still holds
     (its document may be gone), sorted by namespace/name: allocation and who made it, reservation and who
-    wrote it, the cache entry's pods, devices and CDI IDs, whether it was prepared in this run."""
+    wrote it, the drivers' device status, the cache entry's pods, devices and CDI IDs, whether it was
+    prepared in this run."""
     infos = claim_infos(dra)
     names = {r.uid: f"{r.pod.namespace}/{r.pod.name}" for r in records}
     claims = {c.meta.key: c for c in control.claims.claims()}
@@ -76,6 +78,8 @@ def claims_view(control: ControlPlane, dra: DRAManager, records: Iterable[PodRec
             ),
             "reservedFor": [consumer_json(r) for r in claim.reserved_for or ()] if claim is not None else [],
             "reservedBy": _by(claim is not None, written is not None and written.reserved_for is not None),
+            # The claim's `status.devices`, as its drivers wrote them (PUT .../status).
+            "statusDevices": device_statuses_json(claim.device_status) if claim is not None else [],
             # The cache entry: the pods it lists, its devices; `prepared` says it was prepared in this run
             # of the daemon (an entry restored from the checkpoint is not, though its pods run).
             "cached": state is not None,

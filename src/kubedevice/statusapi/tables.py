@@ -1,6 +1,6 @@
 """The status API's answers as rich tables: `/node` (device-plugin resources and DRA drivers) for
-`kubedevice status`, `/pods` for `kubedevice pods`, `/claims` for `kubedevice claims`; the demo prints
-them too.
+`kubedevice status`, `/pods` for `kubedevice pods`, `/claims` for `kubedevice claims` (the drivers' device
+status as lines under it); the demo prints them too.
 
 Columns wrap at spaces or fold (a resource's, a pod's, a claim's and a driver's name stay whole); nothing is
 cut with "…", so a 100-column terminal shows it all. Where the output is not a terminal nothing is folded:
@@ -9,6 +9,7 @@ a UID or a CDI ID stays on one line for the scripts that read it (console.print_
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -249,3 +250,29 @@ def print_claims(console: Console, data: dict[str, Any]) -> None:
     print_whole(console, table)
     if not claims:
         console.print("no ResourceClaims: no claim document, template or DRA-backed pod", highlight=False)
+    statuses = [
+        f"{claim['namespace']}/{claim['name']} {_device_status(entry)}"
+        for claim in claims
+        for entry in claim.get("statusDevices") or ()
+    ]
+    if statuses:
+        console.print("Device status (status.devices, as the drivers report it):", highlight=False)
+    for line in statuses:
+        console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _device_status(entry: dict[str, Any]) -> str:
+    """`gpu.example.com/node-1/gpu-0: Ready=True, Healthy=False; eth1 10.0.0.5/24; data: model, serial`."""
+    device = "/".join(entry[k] for k in ("driver", "pool", "device"))
+    if entry.get("shareID"):
+        device += f"/{entry['shareID']}"
+    conditions = entry.get("conditions") or []
+    parts = [", ".join(f"{c['type']}={c['status']}" for c in conditions) or "no conditions"]
+    network = entry.get("networkData") or {}
+    addresses = [network.get("interfaceName"), *network.get("ips", ()), network.get("hardwareAddress")]
+    if any(addresses):
+        parts.append(" ".join(a for a in addresses if a))
+    data = entry.get("data")
+    if data is not None:
+        parts.append("data: " + (", ".join(data) if isinstance(data, dict) and data else json.dumps(data)))
+    return f"{device}: {'; '.join(parts)}"
