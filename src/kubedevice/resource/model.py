@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
 from kubedevice.resource.capacity import CapacityRequirements, ConsumedCapacity, DeviceCapacity
+from kubedevice.resource.device_status import AllocatedDeviceStatus
 from kubedevice.resource.node_selector import NodeSelector
 
 __all__ = [
@@ -260,6 +261,9 @@ class ClaimDocument:
     allocation: AllocationResult | None = None
     #: `status.reservedFor` as written; None when the document has none (the daemon then reserves).
     reserved_for: tuple[ConsumerReference, ...] | None = None
+    #: `status.devices`: what the drivers reported of the allocated devices (the daemon's claim store
+    #: keeps it; a manifest's own is not read).
+    device_status: tuple[AllocatedDeviceStatus, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
