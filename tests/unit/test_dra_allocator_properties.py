@@ -154,7 +154,7 @@ def cel() -> CelSelectors:
     return CelSelectors()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(case=cases())
 def test_the_first_valid_assignment_or_none(cel: CelSelectors, case: Case) -> None:
     devices = []
