@@ -40,8 +40,10 @@ def dev(
     attributes: Mapping[str, AttributeValue] | None = None,
     capacity: Mapping[str, str] | None = None,
     unsupported: str | None = None,
+    **extra: Any,
 ) -> SliceDevice:
-    return SliceDevice(name, dict(attributes or {}), dict(capacity or {}), unsupported)
+    """A device; `extra` sets the newer fields (taints, consumes_counters, binding_conditions, ...)."""
+    return SliceDevice(name, dict(attributes or {}), dict(capacity or {}), unsupported, **extra)
 
 
 def pool(
@@ -96,9 +98,14 @@ def req(
 
 
 def sub(
-    name: str, cls: str = "gpu", count: int = 1, selectors: tuple[str, ...] = (), mode: str = "ExactCount"
+    name: str,
+    cls: str = "gpu",
+    count: int = 1,
+    selectors: tuple[str, ...] = (),
+    mode: str = "ExactCount",
+    **extra: Any,
 ) -> Any:
-    return DeviceSubRequest(name, cls, selectors, mode, count)  # type: ignore[arg-type]
+    return DeviceSubRequest(name, cls, selectors, mode, count, **extra)  # type: ignore[arg-type]
 
 
 def first(name: str, *subs: DeviceSubRequest) -> DeviceRequest:
@@ -137,14 +144,17 @@ def request(
     classes: list[DeviceClassDocument] | None = None,
     in_use: set[DeviceID] | None = None,
     namespaces: list[NamespaceDocument] | None = None,
+    **extra: Any,
 ) -> AllocationRequest:
+    """`extra`: node_name, node_labels, taint_rules."""
     return AllocationRequest(
         claims=tuple(claims),
         classes={c.meta.name: c for c in (classes if classes is not None else [device_class()])},
         pools=pools,
         in_use=frozenset(in_use or ()),
         namespaces={n.meta.name: n for n in namespaces or ()},
-        node_name=NODE,
+        node_name=extra.pop("node_name", NODE),
+        **extra,
     )
 
 

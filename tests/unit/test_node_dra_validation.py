@@ -199,16 +199,6 @@ def test_a_selector_is_not_compiled_without_a_compiler() -> None:
     ("request_", "extra", "feature"),
     [
         (
-            "{name: g, exactly: {deviceClassName: g, tolerations: [{key: k, operator: Exists}]}}",
-            "",
-            "device taints and tolerations",
-        ),
-        (
-            "{name: g, firstAvailable: [{name: a, deviceClassName: g, tolerations: [{key: k}]}]}",
-            "",
-            "device taints and tolerations",
-        ),
-        (
             "{name: g, exactly: {deviceClassName: g, capacity: {requests: {memory: 1Gi}}}}",
             "",
             "consumable capacity",
@@ -219,9 +209,9 @@ def test_a_selector_is_not_compiled_without_a_compiler() -> None:
             "consumable capacity",
         ),
         (
-            "{name: g, deviceClassName: g, tolerations: [{key: k}]}",
+            "{name: g, deviceClassName: g, capacity: {requests: {memory: 1Gi}}}",
             "v1beta1",
-            "device taints and tolerations",
+            "consumable capacity",
         ),
     ],
 )

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubedevice.resource.model import ClaimDocument, ConsumerReference, ResourceClaimSpec
+from kubedevice.resource.taints import DeviceToleration
 
 API_VERSION = "resource.k8s.io/v1"
 
@@ -109,9 +110,9 @@ def _device_selection(device_class: str, selectors: tuple[str, ...], mode: str, 
 
 
 def _left_out(
-    out: dict[str, Any], tolerations: tuple[Mapping[str, Any], ...], capacity: Mapping[str, Any] | None
+    out: dict[str, Any], tolerations: tuple[DeviceToleration, ...], capacity: Mapping[str, Any] | None
 ) -> None:
     if tolerations:
-        out["tolerations"] = [dict(t) for t in tolerations]
+        out["tolerations"] = [t.to_json() for t in tolerations]
     if capacity is not None:
         out["capacity"] = dict(capacity)

@@ -2,8 +2,8 @@
 
 v1 and v1beta2 write a request as `{name, exactly: {...}}` or `{name, firstAvailable: [...]}`; v1beta1
 writes the exact request's fields on the request itself. Each version is read in place (not rewritten
-first), so an error names the field as the user wrote it. Left-out features (tolerations, consumable
-capacity) are recorded on the spec, not refused: the allocator names them when the claim needs devices.
+first), so an error names the field as the user wrote it. A left-out feature (consumable capacity) is
+recorded on the spec, not refused: the allocator names it when the claim needs devices.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from kubedevice.resource.model import (
     SelectorCompileError,
     SelectorCompiler,
 )
+from kubedevice.resource.taint_reader import read_tolerations
+from kubedevice.resource.taints import DeviceToleration
 
 #: The API's limits (resource.k8s.io): requests and constraints per claim, selectors per request,
 #: subrequests per request, configuration entries per claim or class.
@@ -32,7 +34,6 @@ MAX_CONSTRAINTS = 32
 MAX_SELECTORS = 32
 MAX_SUBREQUESTS = 8
 MAX_CONFIGS = 32
-TAINTS = "device taints and tolerations"
 CONSUMABLE_CAPACITY = "consumable capacity"
 _MODES: tuple[AllocationMode, ...] = ("ExactCount", "All")
 
@@ -173,8 +174,8 @@ class SpecReader:
             raise self.f.error(f"{path}.count", f"must be at least 1, not {count}")
         return "ExactCount", count
 
-    def _tolerations(self, value: Any, path: str) -> tuple[Mapping[str, Any], ...]:
-        return tuple(self.f.mapping(t, f"{path}[{i}]") for i, t in enumerate(self.f.items(value, path)))
+    def _tolerations(self, value: Any, path: str) -> tuple[DeviceToleration, ...]:
+        return read_tolerations(self.f, value, path)
 
     def _capacity(self, value: Any, path: str) -> Mapping[str, Any] | None:
         return None if value is None else self.f.mapping(value, path)
@@ -219,8 +220,6 @@ def _unsupported(
             [r.exactly] if r.exactly else list(r.first_available)
         )
         for part in parts:
-            if part.tolerations:
-                return TAINTS
             if part.capacity is not None:
                 return CONSUMABLE_CAPACITY
     if any(c.distinct_attribute is not None for c in constraints):

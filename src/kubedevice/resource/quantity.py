@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, InvalidOperation
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_CEILING, Context, Decimal, InvalidOperation
 
 _SUFFIXES = {
     "": Decimal(1),
@@ -87,3 +87,49 @@ def parse_device_count(value: object) -> int:
     if number != number.to_integral_value():
         raise ValueError(f"{value!r} is not a whole number of devices")
     return int(number)
+
+
+#: The largest whole amount a quantity in nano-units is allowed here (int64, as `Quantity.Value()`).
+MAX_QUANTITY_UNITS = 2**63 - 1
+
+
+class QuantityTooLargeError(ValueError):
+    """A quantity beyond 2^63-1 units."""
+
+
+def quantity_nanos(value: object) -> int:
+    """A quantity (its text, or an integer as YAML gives it) as an exact integer number of nano-units, as
+    apimachinery's ParseQuantity keeps it: a value finer than a nano-unit rounded up (away from zero), a
+    binary-suffixed value (`Ki` ... `Ei`) capped at 2^63-1. Sums and comparisons are then plain integer
+    arithmetic, exact at any size. ValueError when it is not a quantity, or is beyond 2^63-1 units (which
+    apimachinery holds as an arbitrary-precision decimal: nothing a device counts comes near)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError(QUANTITY_FORMAT_ERROR)
+    text = str(value)
+    match = _QUANTITY.fullmatch(text)
+    if match is None:
+        raise ValueError(QUANTITY_FORMAT_ERROR)
+    try:
+        number = Decimal(match.group(1))
+        if match.group(2):
+            exponent = int(match.group(2)[1:])
+            if not -_EXPONENT_LIMIT <= exponent < _EXPONENT_LIMIT:
+                raise ValueError(QUANTITY_FORMAT_ERROR)
+            number = number.scaleb(exponent, _WIDE)
+        else:
+            number = number.fma(_SUFFIXES[match.group(3) or ""], 0, _EXACT)
+    except InvalidOperation as err:
+        raise ValueError(QUANTITY_FORMAT_ERROR) from err
+    magnitude = number.copy_abs()
+    if match.group(3) in _BINARY and magnitude > MAX_QUANTITY_UNITS:
+        magnitude = Decimal(MAX_QUANTITY_UNITS)
+    if magnitude > MAX_QUANTITY_UNITS:
+        raise QuantityTooLargeError(f"{text} is too large (at most {MAX_QUANTITY_UNITS})")
+    scaled = magnitude.scaleb(9, _EXACT)
+    nanos = int(scaled.to_integral_value(rounding=ROUND_CEILING, context=_EXACT))
+    return -nanos if number < 0 else nanos
+
+
+_BINARY = frozenset(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))
+# As many digits as an operation needs: multiplying by a suffix and shifting by 10^9 never round.
+_EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)

@@ -3,7 +3,8 @@
 `allocate(AllocationRequest)` returns one AllocationResult per claim, in the request's order, or raises
 Unschedulable with the message the pod's Pending status shows. All claims of the pod go into one search
 and are allocated together or not at all. Candidates are taken in a fixed order: pools by (driver, pool
-name) compared as bytes, slices as published, devices in `spec.devices` order (docs/kubelet-map.md).
+name) compared as bytes (pools with binding conditions last), slices by name, devices in `spec.devices`
+order (docs/kubelet-map.md).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from kubedevice.resource.model import (
 )
 from kubedevice.scheduler.cel import CelSelectors
 from kubedevice.scheduler.config import build_config
+from kubedevice.scheduler.counters import SharedCounters
 from kubedevice.scheduler.explain import explain_failure
+from kubedevice.scheduler.node_selection import allocation_nodes
 from kubedevice.scheduler.request import (
     ADMIN_ACCESS_LABEL,
     AllocationRequest,
@@ -37,6 +40,7 @@ from kubedevice.scheduler.search import (
     Search,
     SearchError,
 )
+from kubedevice.scheduler.taints import TaintRules
 
 __all__ = [
     "ADMIN_ACCESS_LABEL",
@@ -54,9 +58,10 @@ def allocate(request: AllocationRequest, selectors: CelSelectors | None = None) 
     for claim in request.claims:
         _check_admitted(claim, request.namespaces)
     cel = selectors if selectors is not None else CelSelectors()
-    candidates = _candidates(request.pools)
+    counters = SharedCounters(_usable(request.pools), request.in_use)
+    candidates = _candidates(request, counters)
     try:
-        search = _prepare(request, candidates, cel)
+        search = _prepare(request, candidates, cel, counters)
         found = search.run()
     except SearchError as err:
         raise Unschedulable(err.message) from err
@@ -74,20 +79,26 @@ def allocate(request: AllocationRequest, selectors: CelSelectors | None = None) 
                 f"invalid resource pools were encountered: {pool.driver}/{pool.name}: {pool.invalid}"
             )
         raise Unschedulable("cannot allocate all claims: " + explain_failure(search, request.claims))
+    by_id = {c.id: c for c in candidates}
     allocations: list[AllocationResult] = []
     for index, claim in enumerate(request.claims):
+        taken = search.results[index]
         results = tuple(
             DeviceRequestAllocationResult(
-                request=taken.request,
-                driver=taken.id[0],
-                pool=taken.id[1],
-                device=taken.id[2],
-                admin_access=True if taken.admin_access else None,
+                request=t.request,
+                driver=t.id[0],
+                pool=t.id[1],
+                device=t.id[2],
+                admin_access=True if t.admin_access else None,
+                tolerations=t.tolerations,
+                binding_conditions=by_id[t.id].device.binding_conditions,
+                binding_failure_conditions=by_id[t.id].device.binding_failure_conditions,
             )
-            for taken in search.results[index]
+            for t in taken
         )
         config = build_config(claim.spec, index, search)
-        allocations.append(AllocationResult(results=results, config=config, node_name=request.node_name))
+        node_name, node_selector = allocation_nodes((by_id[t.id] for t in taken), request.node_name)
+        allocations.append(AllocationResult(results, config, node_name, node_selector))
     return allocations
 
 
@@ -119,8 +130,6 @@ def _unsupported_feature(spec: ResourceClaimSpec) -> str | None:
         if device_request.exactly is not None:
             shapes.insert(0, device_request.exactly)
         for shape in shapes:
-            if shape.tolerations:
-                return "device taints and tolerations"
             if shape.capacity is not None:
                 return "consumable capacity"
     if any(c.distinct_attribute is not None for c in spec.constraints):
@@ -128,25 +137,57 @@ def _unsupported_feature(spec: ResourceClaimSpec) -> str | None:
     return None
 
 
-def _candidates(pools: Sequence[Pool]) -> list[Candidate]:
-    """Devices of the complete, valid pools in search order; a device using a left-out feature never
-    qualifies."""
-    return [
-        Candidate((pool.driver, pool.name, device.name), device)
-        for pool in _ordered(pools)
-        if pool.complete and pool.invalid is None
-        for device_slice in pool.slices
-        for device in device_slice.devices
-        if device.unsupported is None and device_slice.unsupported is None
-    ]
+def _candidates(request: AllocationRequest, counters: SharedCounters) -> list[Candidate]:
+    """Devices of the complete, valid pools in search order, each with what the search checks of it
+    besides its selectors: whether it serves this node, its taints (DeviceTaintRules' included) and the
+    shared counters it consumes; a device using a left-out feature never qualifies."""
+    rules = TaintRules(request.taint_rules)
+    out: list[Candidate] = []
+    for pool in _usable(request.pools):
+        overdrawn = counters.overdrawn(pool)
+        for device_slice in pool.slices:
+            if device_slice.unsupported is not None:
+                continue
+            per_device = device_slice.per_device_node_selection
+            for device in device_slice.devices:
+                if device.unsupported is not None:
+                    continue
+                use = counters.use(pool, device) if device.consumes_counters else ()
+                out.append(
+                    Candidate(
+                        (pool.driver, pool.name, device.name),
+                        device,
+                        slice=device_slice,
+                        for_node=not per_device or device.serves(request.node_name, request.node_labels),
+                        taints=rules.taints(pool.driver, pool.name, device),
+                        counter_use=use,
+                        counters_overdrawn=overdrawn and bool(use),
+                    )
+                )
+    return out
+
+
+def _usable(pools: Sequence[Pool]) -> list[Pool]:
+    """The complete, valid pools in search order."""
+    return [p for p in _ordered(pools) if p.complete and p.invalid is None]
 
 
 def _ordered(pools: Sequence[Pool]) -> list[Pool]:
-    """Pools by (driver, pool name) compared as bytes: upstream's order is Go map order (random)."""
-    return sorted(pools, key=lambda p: (p.driver.encode(), p.name.encode()))
+    """Pools by (driver, pool name) compared as bytes, those with binding conditions last
+    (`GatherPools`)."""
+    return sorted(
+        pools,
+        key=lambda p: (
+            any(d.binding_conditions for s in p.slices for d in s.devices),
+            p.driver.encode(),
+            p.name.encode(),
+        ),
+    )
 
 
-def _prepare(request: AllocationRequest, candidates: list[Candidate], cel: CelSelectors) -> Search:
+def _prepare(
+    request: AllocationRequest, candidates: list[Candidate], cel: CelSelectors, counters: SharedCounters
+) -> Search:
     """Upstream's checks before the search: classes, `All` devices, the 32-results limit, constraints."""
     request_data: dict[tuple[int, int, int], RequestData] = {}
     constraints: list[list[MatchAttribute]] = []
@@ -158,6 +199,7 @@ def _prepare(request: AllocationRequest, candidates: list[Candidate], cel: CelSe
         candidates=candidates,
         in_use=frozenset(request.in_use),
         selectors=cel,
+        counters=counters,
     )
     unusable = [p for p in _ordered(request.pools) if not p.complete or p.invalid is not None]
     for c, claim in enumerate(request.claims):
@@ -175,6 +217,7 @@ def _prepare(request: AllocationRequest, candidates: list[Candidate], cel: CelSe
                         sub.allocation_mode == "All",
                         False,
                         sub.count,
+                        tolerations=sub.tolerations,
                     )
                     request_data[(c, r, s)] = _with_devices(search, (c, r, s), data, unusable)
                     fewest = data.num_devices if fewest is None else min(fewest, data.num_devices)
@@ -190,6 +233,7 @@ def _prepare(request: AllocationRequest, candidates: list[Candidate], cel: CelSe
                     exact.allocation_mode == "All",
                     exact.admin_access,
                     exact.count,
+                    tolerations=exact.tolerations,
                 )
                 request_data[(c, r, 0)] = _with_devices(search, (c, r, 0), data, unusable)
                 minimum += data.num_devices

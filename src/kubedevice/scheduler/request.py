@@ -11,6 +11,7 @@ from kubedevice.resource.model import (
     ClaimTemplateDocument,
     DeviceClassDocument,
     DeviceID,
+    DeviceTaintRuleDocument,
     NamespaceDocument,
     Pool,
     ResourceClaimSpec,
@@ -80,6 +81,8 @@ class AllocationRequest:
     node_name: str
     #: The node's labels (`kubernetes.io/hostname` among them), matched by node selectors.
     node_labels: Mapping[str, str] = field(default_factory=dict)
+    #: DeviceTaintRules: each adds its taint to the devices it selects.
+    taint_rules: Sequence[DeviceTaintRuleDocument] = ()
 
     @classmethod
     def from_documents(
@@ -94,13 +97,15 @@ class AllocationRequest:
 
         Every ResourceClaim without `status.allocation` is allocated, together, in the order given (as
         one pod's claims); the devices of those with one are in use (results with adminAccess excepted),
-        besides `in_use`. The ResourceSlices are gathered into pools as `gather_pools` does (its
-        SliceScan says which slices were ignored and why). A ResourceClaimTemplate is refused with
+        besides `in_use`. DeviceTaintRules taint the devices they select. The ResourceSlices are
+        gathered into pools as `gather_pools` does (its SliceScan says which slices were ignored and
+        why). A ResourceClaimTemplate is refused with
         ValueError: the scheduler sees the claim made from it, never the template.
         """
         claims: list[ClaimToAllocate] = []
         classes: dict[str, DeviceClassDocument] = {}
         namespaces: dict[str, NamespaceDocument] = {}
+        rules: list[DeviceTaintRuleDocument] = []
         slices: list[ResourceSliceDocument] = []
         used = set(in_use)
         for document in documents:
@@ -117,6 +122,8 @@ class AllocationRequest:
                 classes[document.meta.name] = document
             elif isinstance(document, NamespaceDocument):
                 namespaces[document.meta.name] = document
+            elif isinstance(document, DeviceTaintRuleDocument):
+                rules.append(document)
             elif isinstance(document, ResourceSliceDocument):
                 slices.append(document)
             elif isinstance(document, ClaimTemplateDocument):
@@ -135,4 +142,5 @@ class AllocationRequest:
             namespaces=namespaces,
             node_name=node_name,
             node_labels=labels,
+            taint_rules=tuple(rules),
         )
