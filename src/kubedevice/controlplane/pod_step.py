@@ -227,6 +227,7 @@ class _Step:
             in_use=devices_in_use(self.state, context.documents, context.cache),
             namespaces=context.documents.namespaces,
             node_name=context.node_name,
+            taint_rules=tuple(context.documents.taint_rules.values()),
         )
         try:
             allocations = allocate(request, context.selectors)
