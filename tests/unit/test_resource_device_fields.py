@@ -224,7 +224,8 @@ BAD_SLICES: list[tuple[dict[str, Any], str]] = [
     ),
     (
         slice_doc([{"name": "a", "nodeName": "node-1"}]),
-        "spec.devices[0]: `nodeName`, `nodeSelector` and `allNodes` can only be set if `perDeviceNodeSelection` "
+        "spec.devices[0]: `nodeName`, `nodeSelector` and `allNodes` can only be set if "
+        "`perDeviceNodeSelection` "
         "is set to true in the ResourceSlice spec",
     ),
     (
@@ -258,7 +259,8 @@ BAD_SLICES: list[tuple[dict[str, Any], str]] = [
     ),
     (
         slice_doc([{"name": "a", "bindingConditions": ["ready"]}]),
-        "spec.devices[0].bindingFailureConditions: bindingFailureConditions are required to use bindingConditions",
+        "spec.devices[0].bindingFailureConditions: "
+        "bindingFailureConditions are required to use bindingConditions",
     ),
     (
         slice_doc([{"name": "a", "bindingFailureConditions": ["failed"]}]),
@@ -270,7 +272,8 @@ BAD_SLICES: list[tuple[dict[str, Any], str]] = [
     ),
     (
         slice_doc([{"name": "a", "bindingConditions": ["x"], "bindingFailureConditions": ["x"]}]),
-        "spec.devices[0].bindingFailureConditions[0]: bindingFailureConditions must not overlap with bindingConditions",
+        "spec.devices[0].bindingFailureConditions[0]: "
+        "bindingFailureConditions must not overlap with bindingConditions",
     ),
     (
         slice_doc([{"name": "a", "bindingConditions": ["not a name"], "bindingFailureConditions": ["f"]}]),
@@ -379,7 +382,8 @@ def test_a_device_taint_rule_is_read_in_each_version(version: str) -> None:
         ),
         (
             rule_doc({"deviceSelector": {"deviceClassName": "gpu"}, "taint": {"key": "k", "effect": "None"}}),
-            "DeviceTaintRule r: spec.deviceSelector.deviceClassName: is no longer supported (removed in Kubernetes 1.35)",
+            "DeviceTaintRule r: spec.deviceSelector.deviceClassName: "
+            "is no longer supported (removed in Kubernetes 1.35)",
         ),
         (
             rule_doc({"deviceSelector": {"driver": "Bad_Driver"}, "taint": {"key": "k", "effect": "None"}}),
