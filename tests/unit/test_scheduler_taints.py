@@ -508,8 +508,8 @@ def test_a_device_taint_rule_taints_the_devices_it_selects(
             allocate_documents(cel, documents)
         assert caught.value.message == (
             'cannot allocate all claims: ResourceClaim default/claim-0, request "req-0": '
-            "1 matching device(s) wanted, 0 free; driver-a/pool-1/device-1 has the taint example.com/unhealthy=true:NoSchedule, "
-            "which the request does not tolerate"
+            "1 matching device(s) wanted, 0 free; driver-a/pool-1/device-1 has the taint "
+            "example.com/unhealthy=true:NoSchedule, which the request does not tolerate"
         )
         return
     [allocated] = allocate_documents(cel, documents)
@@ -544,6 +544,6 @@ def test_the_message_names_the_first_untolerated_taint_also_for_all_devices(cel:
         allocate_documents(cel, documents)
     assert caught.value.message == (
         'cannot allocate all claims: ResourceClaim default/claim-0, request "req-0": '
-        "all 2 matching device(s) wanted, 1 free; driver-a/pool-1/device-2 has the taint taint-key=taint-value-2:NoExecute, which the "
-        "request does not tolerate"
+        "all 2 matching device(s) wanted, 1 free; driver-a/pool-1/device-2 has the taint "
+        "taint-key=taint-value-2:NoExecute, which the request does not tolerate"
     )
