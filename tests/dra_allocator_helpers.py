@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kubedevice.resource.counters import CounterSet
 from kubedevice.resource.model import (
     AllocationResult,
     AttributeValue,
@@ -53,8 +54,10 @@ def pool(
     complete: bool = True,
     slices: int = 1,
     invalid: str | None = None,
+    counter_sets: Mapping[str, CounterSet] | None = None,
 ) -> Pool:
-    """A pool; its devices are dealt round-robin-free into `slices` slices, in order."""
+    """A pool; its devices are dealt round-robin-free into `slices` slices, in order; `counter_sets`
+    as `gather_pools` would have checked them."""
     items = [dev(d) if isinstance(d, str) else d for d in devices]
     per = max(1, -(-len(items) // slices))
     docs = tuple(
@@ -68,7 +71,15 @@ def pool(
         )
         for i in range(slices)
     )
-    return Pool(driver=driver, name=name, generation=0, slices=docs, complete=complete, invalid=invalid)
+    return Pool(
+        driver=driver,
+        name=name,
+        generation=0,
+        slices=docs,
+        complete=complete,
+        invalid=invalid,
+        counter_sets=dict(counter_sets or {}),
+    )
 
 
 def device_class(

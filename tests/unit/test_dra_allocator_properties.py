@@ -4,6 +4,10 @@ Upstream tries, for each wanted device in order (claims, requests, devices), eve
 and gives one back only when what follows finds nothing. On a fixed candidate order that returns the
 lexicographically first valid assignment of candidates to wanted devices, so a brute force over all
 assignments in that order is the reference: same answer when there is one, none when there is none.
+
+The pools may have a shared counter that devices consume (partitionable devices): an assignment is valid
+only while what the chosen devices and the devices in use consume fits in it, and a pool the devices in
+use already overdraw gives no device that consumes it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kubedevice.resource.counters import Counter, CounterSet, DeviceCounterConsumption
 from kubedevice.resource.model import AttributeValue
 from kubedevice.scheduler.allocator import Unschedulable, allocate
 from kubedevice.scheduler.cel import CelSelectors
@@ -29,6 +34,9 @@ class Case:
     devices: list[tuple[str, int | None]]  # (kind, numa or None)
     claims: list[tuple[list[tuple[str, int]], bool]]  # ([(class, count)], numa constraint)
     in_use: frozenset[int]
+    #: The pool's shared counter (None: no counters), and what each device consumes of it (None: nothing).
+    counter: int | None = None
+    consumes: tuple[int | None, ...] = ()
 
 
 @st.composite
@@ -49,7 +57,21 @@ def cases(draw: st.DrawFn) -> Case:
         )
     )
     in_use = draw(st.frozensets(st.integers(0, len(devices) - 1), max_size=2))
-    return Case(devices, claims, in_use)
+    counter = draw(st.one_of(st.none(), st.integers(0, 6)))
+    consumes = tuple(
+        draw(st.one_of(st.none(), st.integers(1, 3))) if counter is not None else None for _ in devices
+    )
+    return Case(devices, claims, in_use, counter, consumes)
+
+
+def counters_fit(case: Case, choice: tuple[int, ...]) -> bool:
+    if case.counter is None:
+        return True
+    consuming = [case.consumes[d] or 0 for d in choice if case.consumes[d] is not None]
+    if not consuming:
+        return True
+    left = case.counter - sum(case.consumes[d] or 0 for d in case.in_use if case.consumes[d] is not None)
+    return left >= 0 and left - sum(consuming) >= 0
 
 
 def brute_force(case: Case) -> list[list[tuple[str, str]]] | None:
@@ -66,6 +88,8 @@ def brute_force(case: Case) -> list[list[tuple[str, str]]] | None:
         if any(
             cls == "a" and case.devices[d][0] != "a" for (_c, _r, cls), d in zip(slots, choice, strict=True)
         ):
+            continue
+        if not counters_fit(case, choice):
             continue
         fits = True
         for c, (_requests, numa) in enumerate(case.claims):
@@ -87,7 +111,7 @@ def cel() -> CelSelectors:
     return CelSelectors()
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(case=cases())
 def test_the_first_valid_assignment_or_none(cel: CelSelectors, case: Case) -> None:
     devices = []
@@ -95,7 +119,11 @@ def test_the_first_valid_assignment_or_none(cel: CelSelectors, case: Case) -> No
         attributes: dict[str, AttributeValue] = {"kind": attr(kind)}
         if numa is not None:
             attributes["numaNode"] = attr(numa)
-        devices.append(dev(f"d{i}", attributes))
+        use = case.consumes[i] if case.consumes else None
+        consumption = (
+            () if use is None else (DeviceCounterConsumption("s", {"c": Counter(str(use), use * 10**9)}),)
+        )
+        devices.append(dev(f"d{i}", attributes, consumes_counters=consumption))
     claims = [
         claim(
             f"c{c}",
@@ -104,7 +132,15 @@ def test_the_first_valid_assignment_or_none(cel: CelSelectors, case: Case) -> No
         )
         for c, (requests, numa) in enumerate(case.claims)
     ]
-    built = request(claims, [pool(*devices)], CLASSES, in_use={(GPU, NODE, f"d{i}") for i in case.in_use})
+    sets = None
+    if case.counter is not None:
+        sets = {"s": CounterSet("s", {"c": Counter(str(case.counter), case.counter * 10**9)})}
+    built = request(
+        claims,
+        [pool(*devices, counter_sets=sets)],
+        CLASSES,
+        in_use={(GPU, NODE, f"d{i}") for i in case.in_use},
+    )
     expected = brute_force(case)
     if expected is None:
         with pytest.raises(Unschedulable) as caught:
