@@ -7,12 +7,14 @@ server's checks included) and allocates them as the scheduler would for one node
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
+
+import pytest
 
 from kubedevice.resource.documents import read_document
 from kubedevice.resource.model import AllocationResult, DeviceID
-from kubedevice.scheduler import AllocationRequest, CelSelectors, allocate
+from kubedevice.scheduler import AllocationRequest, CelSelectors, Unschedulable, allocate
 
 NODE1 = "node-1"
 NODE2 = "node-2"
@@ -237,3 +239,22 @@ def allocation(*results: dict[str, Any], node_selector: dict[str, Any] | None = 
     if node_selector is not None:
         out["nodeSelector"] = node_selector
     return out
+
+
+#: One upstream case: its inputs (`documents` and allocate_documents' keywords), and what is expected:
+#: the allocations' JSON, None for no allocation (upstream: no result, no error; here the pod waits with
+#: `cannot allocate all claims: ...`), or the error's text.
+Case = tuple[Callable[[], dict[str, Any]], Any]
+
+
+def check_case(cel: CelSelectors, classes: Sequence[Mapping[str, Any]], case: Case) -> None:
+    build, expected = case
+    inputs = build()
+    documents = [*classes, *inputs.pop("documents")]
+    if expected is None or isinstance(expected, str):
+        with pytest.raises(Unschedulable) as caught:
+            allocate_documents(cel, documents, **inputs)
+        message = caught.value.message
+        assert message == expected if expected else message.startswith("cannot allocate all claims"), message
+        return
+    assert [a.to_json() for a in allocate_documents(cel, documents, **inputs)] == expected

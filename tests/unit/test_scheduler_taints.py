@@ -6,7 +6,6 @@ pod's message naming the taint. Cases for a feature switched off upstream have n
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -36,8 +35,10 @@ from tests.scheduler_upstream_helpers import (
     SUBREQ0,
     SUBREQ1,
     V1,
+    Case,
     allocate_documents,
     allocation,
+    check_case,
     claim,
     consumption,
     counter_set,
@@ -79,8 +80,6 @@ def counters(name: str, amount: str, **extra: Any) -> dict[str, Any]:
         name, NODE1, POOL1, DRIVER_A, counter_sets=[counter_set(COUNTER_SET1, {"memory": amount})], **extra
     )
 
-
-Case = tuple[Callable[[], dict[str, Any]], Any]
 
 CASES: dict[str, Case] = {
     "tainted-two-devices": (
@@ -432,20 +431,9 @@ def cel() -> CelSelectors:
     return CelSelectors()
 
 
-def run(cel: CelSelectors, build: Callable[[], dict[str, Any]]) -> list[dict[str, Any]]:
-    inputs = build()
-    return [a.to_json() for a in allocate_documents(cel, [*CLASSES, *inputs.pop("documents")], **inputs)]
-
-
 @pytest.mark.parametrize("name", list(CASES))
 def test_upstream_case(name: str, cel: CelSelectors) -> None:
-    build, expected = CASES[name]
-    if expected is None:
-        with pytest.raises(Unschedulable) as caught:
-            run(cel, build)
-        assert caught.value.message.startswith("cannot allocate all claims"), caught.value.message
-    else:
-        assert run(cel, build) == expected
+    check_case(cel, CLASSES, CASES[name])
 
 
 # --- ToleratesTaint (resourceclaim/devicetoleration_test.go's rules) ---

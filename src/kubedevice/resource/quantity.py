@@ -55,7 +55,7 @@ def parse_quantity(text: str) -> Decimal:
             if not -_EXPONENT_LIMIT <= exponent < _EXPONENT_LIMIT:
                 raise ValueError(QUANTITY_FORMAT_ERROR)
             return number.scaleb(exponent, _WIDE)
-        return number * _SUFFIXES[match.group(3) or ""]
+        return number.fma(_SUFFIXES[match.group(3) or ""], 0, _EXACT)
     except InvalidOperation as err:
         raise ValueError(QUANTITY_FORMAT_ERROR) from err
 
@@ -106,22 +106,9 @@ def quantity_nanos(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise ValueError(QUANTITY_FORMAT_ERROR)
     text = str(value)
-    match = _QUANTITY.fullmatch(text)
-    if match is None:
-        raise ValueError(QUANTITY_FORMAT_ERROR)
-    try:
-        number = Decimal(match.group(1))
-        if match.group(2):
-            exponent = int(match.group(2)[1:])
-            if not -_EXPONENT_LIMIT <= exponent < _EXPONENT_LIMIT:
-                raise ValueError(QUANTITY_FORMAT_ERROR)
-            number = number.scaleb(exponent, _WIDE)
-        else:
-            number = number.fma(_SUFFIXES[match.group(3) or ""], 0, _EXACT)
-    except InvalidOperation as err:
-        raise ValueError(QUANTITY_FORMAT_ERROR) from err
+    number = parse_quantity(text)
     magnitude = number.copy_abs()
-    if match.group(3) in _BINARY and magnitude > MAX_QUANTITY_UNITS:
+    if text.endswith(_BINARY) and magnitude > MAX_QUANTITY_UNITS:
         magnitude = Decimal(MAX_QUANTITY_UNITS)
     if magnitude > MAX_QUANTITY_UNITS:
         raise QuantityTooLargeError(f"{text} is too large (at most {MAX_QUANTITY_UNITS})")
@@ -130,6 +117,6 @@ def quantity_nanos(value: object) -> int:
     return -nanos if number < 0 else nanos
 
 
-_BINARY = frozenset(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))
+_BINARY = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
 # As many digits as an operation needs: multiplying by a suffix and shifting by 10^9 never round.
 _EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
