@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kubedevice.scheduler import CelSelectors
+from kubedevice.scheduler import CelSelectors, Unschedulable
 from tests.scheduler_upstream_helpers import (
     ALL_NODES,
     CLAIM0,
@@ -41,6 +41,7 @@ from tests.scheduler_upstream_helpers import (
     SUBREQ0,
     SUBREQ1,
     Case,
+    allocate_documents,
     allocation,
     check_case,
     claim,
@@ -804,3 +805,68 @@ def cel() -> CelSelectors:
 @pytest.mark.parametrize("name", list(CASES))
 def test_upstream_case(name: str, cel: CelSelectors) -> None:
     check_case(cel, CLASSES, CASES[name])
+
+
+# --- a MIG-shaped pool: each GPU a full device, 3g and 1g partitions over the GPU's own counters ---
+
+
+def mig_pool() -> list[dict[str, Any]]:
+    def gpu(i: int) -> list[dict[str, Any]]:
+        def part(name: str, kind: str, memory: str, slices: str) -> dict[str, Any]:
+            uses = consumption(f"gpu-{i}", {"memory": memory, "slices": slices})
+            return device(name, uses, attributes={"profile": {"string": kind}})
+
+        return [
+            part(f"gpu-{i}", "full", "40Gi", "7"),
+            *(part(f"gpu-{i}-3g-{p}", "3g", "20Gi", "3") for p in range(2)),
+            *(part(f"gpu-{i}-1g-{p}", "1g", "5Gi", "1") for p in range(7)),
+        ]
+
+    sets = [counter_set(f"gpu-{i}", {"memory": "40Gi", "slices": "7"}) for i in range(2)]
+    return [
+        resource_slice("mig-counters", NODE1, POOL1, DRIVER_A, count=2, counter_sets=sets),
+        resource_slice("mig-devices", NODE1, POOL1, DRIVER_A, *gpu(0), *gpu(1), count=2),
+    ]
+
+
+def profile(name: str, profile_name: str) -> dict[str, Any]:
+    return claim(
+        name,
+        request(REQ0, CLASS_A, selectors=[f'device.attributes["{DRIVER_A}"].profile == "{profile_name}"']),
+    )
+
+
+def test_mig_partitions_until_the_counters_run_out(cel: CelSelectors) -> None:
+    taken: list[tuple[str, str, str]] = []
+    while True:
+        documents = [*CLASSES, *mig_pool(), profile(f"c{len(taken)}", "1g")]
+        try:
+            [allocated] = allocate_documents(cel, documents, allocated=taken)
+        except Unschedulable as err:
+            assert err.message.startswith("cannot allocate all claims")
+            break
+        taken.extend(allocated.device_ids())
+    assert sorted(d for _, _, d in taken) == sorted(f"gpu-{i}-1g-{p}" for i in range(2) for p in range(7))
+
+
+@pytest.mark.parametrize(
+    ("in_use", "wanted", "expected"),
+    [
+        (["gpu-0-1g-0"], "full", "gpu-1"),  # never the full gpu-0 beside one of its partitions
+        (["gpu-0-1g-0", "gpu-1-3g-1"], "full", None),
+        (["gpu-0"], "1g", "gpu-1-1g-0"),  # nor a partition of a full GPU in use
+        (["gpu-0"], "3g", "gpu-1-3g-0"),
+        (["gpu-0-3g-0", "gpu-0-3g-1"], "1g", "gpu-1-1g-0"),  # one slice left on gpu-0, but no memory
+    ],
+)
+def test_mig_never_a_full_gpu_beside_its_partitions(
+    cel: CelSelectors, in_use: list[str], wanted: str, expected: str | None
+) -> None:
+    documents = [*CLASSES, *mig_pool(), profile("c", wanted)]
+    allocated = [(DRIVER_A, POOL1, d) for d in in_use]
+    if expected is None:
+        with pytest.raises(Unschedulable):
+            allocate_documents(cel, documents, allocated=allocated)
+        return
+    [result_] = allocate_documents(cel, documents, allocated=allocated)
+    assert [r.device for r in result_.results] == [expected]
