@@ -4,8 +4,9 @@ node's allocation can use.
 A slice serves the node when its `nodeName` is the node's, it has `allNodes`, its `nodeSelector` matches the
 node's name and labels, or (`perDeviceNodeSelection`) one of its devices serves the node. A pool counts in
 the highest generation of the slices that serve the node, and only when every slice of that generation
-(`resourceSliceCount`) is present, counting the pool's slices for other nodes too (a pool may span nodes);
-when a slice for another node has a higher generation, the pool is being replaced and is left out. A pool is
+(`resourceSliceCount`) is present; when the node's own slices are not all of it, the pool's slices for
+other nodes count too (a pool may span nodes), and a slice for another node with a higher generation means
+the pool is being replaced: it is left out (upstream's `checkSlicesInPool`). A pool is
 invalid when a device name repeats, a counter set name repeats, or a device consumes from a counter set (or
 a counter) the pool does not have.
 
