@@ -58,8 +58,9 @@ def allocate(request: AllocationRequest, selectors: CelSelectors | None = None) 
     for claim in request.claims:
         _check_admitted(claim, request.namespaces)
     cel = selectors if selectors is not None else CelSelectors()
-    counters = SharedCounters(_usable(request.pools), request.in_use)
-    candidates = _candidates(request, counters)
+    usable = _usable(request.pools)
+    counters = SharedCounters(usable, request.in_use)
+    candidates = _candidates(request, usable, counters)
     try:
         search = _prepare(request, candidates, cel, counters)
         found = search.run()
@@ -79,7 +80,6 @@ def allocate(request: AllocationRequest, selectors: CelSelectors | None = None) 
                 f"invalid resource pools were encountered: {pool.driver}/{pool.name}: {pool.invalid}"
             )
         raise Unschedulable("cannot allocate all claims: " + explain_failure(search, request.claims))
-    by_id = {c.id: c for c in candidates}
     allocations: list[AllocationResult] = []
     for index, claim in enumerate(request.claims):
         taken = search.results[index]
@@ -91,13 +91,13 @@ def allocate(request: AllocationRequest, selectors: CelSelectors | None = None) 
                 device=t.id[2],
                 admin_access=True if t.admin_access else None,
                 tolerations=t.tolerations,
-                binding_conditions=by_id[t.id].device.binding_conditions,
-                binding_failure_conditions=by_id[t.id].device.binding_failure_conditions,
+                binding_conditions=t.candidate.device.binding_conditions,
+                binding_failure_conditions=t.candidate.device.binding_failure_conditions,
             )
             for t in taken
         )
         config = build_config(claim.spec, index, search)
-        node_name, node_selector = allocation_nodes((by_id[t.id] for t in taken), request.node_name)
+        node_name, node_selector = allocation_nodes((t.candidate for t in taken), request.node_name)
         allocations.append(AllocationResult(results, config, node_name, node_selector))
     return allocations
 
@@ -137,52 +137,49 @@ def _unsupported_feature(spec: ResourceClaimSpec) -> str | None:
     return None
 
 
-def _candidates(request: AllocationRequest, counters: SharedCounters) -> list[Candidate]:
-    """Devices of the complete, valid pools in search order, each with what the search checks of it
+def _candidates(request: AllocationRequest, pools: list[Pool], counters: SharedCounters) -> list[Candidate]:
+    """Devices of the complete, valid pools in search order (pools with a device that has binding
+    conditions last, as upstream's `GatherPools` orders them), each with what the search checks of it
     besides its selectors: whether it serves this node, its taints (DeviceTaintRules' included) and the
-    shared counters it consumes; a device using a left-out feature never qualifies."""
-    rules = TaintRules(request.taint_rules)
-    out: list[Candidate] = []
-    for pool in _usable(request.pools):
+    shared counters it consumes; a device using a left-out feature never qualifies. One pass, and for a
+    device without those features nothing but the candidate itself: this runs for every claim."""
+    rules = TaintRules(request.taint_rules) if request.taint_rules else None
+    first: list[Candidate] = []
+    last: list[Candidate] = []
+    for pool in pools:
+        driver, name = pool.driver, pool.name
         overdrawn = counters.overdrawn(pool)
+        binding = False
+        out: list[Candidate] = []
         for device_slice in pool.slices:
-            if device_slice.unsupported is not None:
-                continue
             per_device = device_slice.per_device_node_selection
             for device in device_slice.devices:
-                if device.unsupported is not None:
+                if device.binding_conditions:
+                    binding = True
+                if device.unsupported is not None or device_slice.unsupported is not None:
                     continue
-                use = counters.use(pool, device) if device.consumes_counters else ()
-                out.append(
-                    Candidate(
-                        (pool.driver, pool.name, device.name),
-                        device,
-                        slice=device_slice,
-                        for_node=not per_device or device.serves(request.node_name, request.node_labels),
-                        taints=rules.taints(pool.driver, pool.name, device),
-                        counter_use=use,
-                        counters_overdrawn=overdrawn and bool(use),
-                    )
+                candidate = Candidate(
+                    (driver, name, device.name), device, None, device_slice, True, device.taints
                 )
-    return out
+                if per_device:
+                    candidate.for_node = device.serves(request.node_name, request.node_labels)
+                if rules is not None:
+                    candidate.taints = rules.taints(driver, name, device)
+                if device.consumes_counters:
+                    candidate.counter_use = counters.use(pool, device)
+                    candidate.counters_overdrawn = overdrawn
+                out.append(candidate)
+        (last if binding else first).extend(out)
+    return first + last if last else first
 
 
 def _usable(pools: Sequence[Pool]) -> list[Pool]:
-    """The complete, valid pools in search order."""
+    """The complete, valid pools by (driver, pool name) compared as bytes."""
     return [p for p in _ordered(pools) if p.complete and p.invalid is None]
 
 
 def _ordered(pools: Sequence[Pool]) -> list[Pool]:
-    """Pools by (driver, pool name) compared as bytes, those with binding conditions last
-    (`GatherPools`)."""
-    return sorted(
-        pools,
-        key=lambda p: (
-            any(d.binding_conditions for s in p.slices for d in s.devices),
-            p.driver.encode(),
-            p.name.encode(),
-        ),
-    )
+    return sorted(pools, key=lambda p: (p.driver.encode(), p.name.encode()))
 
 
 def _prepare(

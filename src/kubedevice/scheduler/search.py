@@ -97,7 +97,9 @@ class Taken:
     id: DeviceID
     admin_access: bool
     #: The request's tolerations, copied into the result.
-    tolerations: tuple[DeviceToleration, ...] = ()
+    tolerations: tuple[DeviceToleration, ...]
+    #: The device taken (its binding conditions and its slice go into the result).
+    candidate: Candidate
 
 
 class MatchAttribute:
@@ -341,7 +343,7 @@ class Search:
         self._allocating.setdefault(candidate.id, set()).add(c)
         results = self.results[c]
         before = len(results)
-        results.append(Taken(data.result_name, candidate.id, data.admin_access, data.tolerations))
+        results.append(Taken(data.result_name, candidate.id, data.admin_access, data.tolerations, candidate))
 
         def undo() -> None:
             for constraint in constraints:
