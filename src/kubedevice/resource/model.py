@@ -141,7 +141,7 @@ class ResourceClaimSpec:
     requests: tuple[DeviceRequest, ...] = ()
     constraints: tuple[DeviceConstraint, ...] = ()
     config: tuple[DeviceClaimConfiguration, ...] = ()
-    #: The first left-out feature the spec uses (e.g. "device taints and tolerations"), or None.
+    #: The first left-out feature the spec uses (e.g. "consumable capacity"), or None.
     unsupported: str | None = None
 
     def request(self, name: str) -> DeviceRequest | None:
