@@ -1,11 +1,13 @@
 """A claim in the `resource.k8s.io/v1` JSON shape an API server returns: what `GET /claims/<ns>/<name>`
-answers (the SDK's standalone backend reads it) and what `/claims` lists."""
+answers (the SDK's standalone backend reads it), with the drivers' `status.devices`, and what `/claims`
+lists."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from kubedevice.resource.device_status import device_statuses_json
 from kubedevice.resource.model import ClaimDocument, ConsumerReference, ResourceClaimSpec
 from kubedevice.resource.taints import DeviceToleration
 
@@ -35,6 +37,8 @@ def claim_json(claim: ClaimDocument) -> dict[str, Any]:
         status["allocation"] = claim.allocation.to_json()
     if claim.reserved_for:
         status["reservedFor"] = [consumer_json(r) for r in claim.reserved_for]
+    if claim.device_status:
+        status["devices"] = device_statuses_json(claim.device_status)
     return {
         "apiVersion": API_VERSION,
         "kind": "ResourceClaim",

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubedevice.resource.claim_spec import SpecReader
-from kubedevice.resource.fields import DocumentError, Fields, check_text
+from kubedevice.resource.fields import DocumentError, Fields, check_text, shown
 from kubedevice.resource.identity import document_uid
 from kubedevice.resource.model import (
     AllocationResult,
@@ -30,7 +30,7 @@ from kubedevice.resource.model import (
     ResourceSliceDocument,
     SelectorCompiler,
 )
-from kubedevice.resource.names import is_extended_resource_name
+from kubedevice.resource.names import is_extended_resource_name, is_uuid
 from kubedevice.resource.node_selector import NODE_NAME_FIELD, NodeSelector
 from kubedevice.resource.node_selector_reader import read_node_selector
 from kubedevice.resource.slice_document import parse_slice
@@ -215,7 +215,7 @@ def _allocation(f: Fields, reader: SpecReader, value: Any, path: str) -> Allocat
                 pool=f.string(r.get("pool"), f"{at}.pool", required=True),
                 device=f.string(r.get("device"), f"{at}.device", required=True),
                 admin_access=None if admin is None else f.boolean(admin, f"{at}.adminAccess"),
-                share_id=None if share is None else f.string(share, f"{at}.shareID"),
+                share_id=None if share is None else _share_id(f, share, f"{at}.shareID"),
                 tolerations=read_tolerations(f, r.get("tolerations"), f"{at}.tolerations"),
                 binding_conditions=_strings(f, r.get("bindingConditions"), f"{at}.bindingConditions"),
                 binding_failure_conditions=_strings(
@@ -247,6 +247,15 @@ def _allocation(f: Fields, reader: SpecReader, value: Any, path: str) -> Allocat
     node_selector = read_node_selector(f, selector, f"{path}.nodeSelector", one_term=False)
     node_name = _node_name(node_selector)
     return AllocationResult(tuple(results), tuple(config), node_name, None if node_name else node_selector)
+
+
+def _share_id(f: Fields, value: Any, path: str) -> str:
+    """A share of a device is named by a UUID, as the API validates it (the CDI device of the share is
+    named after it)."""
+    text = f.string(value, path)
+    if not is_uuid(text):
+        raise f.error(path, f"must be a lowercase UUID (8-4-4-4-12 hex digits), not {shown(text)}")
+    return text
 
 
 def _node_name(selector: NodeSelector) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
 from kubedevice.resource.counters import CounterSet, DeviceCounterConsumption
+from kubedevice.resource.device_status import AllocatedDeviceStatus
 from kubedevice.resource.node_selector import NodeSelector
 from kubedevice.resource.taints import DeviceTaint, DeviceTaintSelector, DeviceToleration
 
@@ -271,6 +272,9 @@ class ClaimDocument:
     allocation: AllocationResult | None = None
     #: `status.reservedFor` as written; None when the document has none (the daemon then reserves).
     reserved_for: tuple[ConsumerReference, ...] | None = None
+    #: `status.devices`: what the drivers reported of the allocated devices (the daemon's claim store
+    #: keeps it; a manifest's own is not read).
+    device_status: tuple[AllocatedDeviceStatus, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
