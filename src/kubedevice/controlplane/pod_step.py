@@ -229,6 +229,7 @@ class _Step:
             namespaces=context.documents.namespaces,
             node_name=context.node_name,
             consumed_capacity=allocated.consumed_capacity,
+            taint_rules=tuple(context.documents.taint_rules.values()),
         )
         try:
             allocations = allocate(request, context.selectors)
