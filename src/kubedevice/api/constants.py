@@ -71,6 +71,8 @@ DRA_CALL_TIMEOUT_S: Final = 45.0
 DRA_WIPE_DELAY_S: Final = 30.0
 #: How often prepared claims of pods that are gone are unprepared (defaultReconcilePeriod).
 DRA_RECONCILE_PERIOD_S: Final = 60.0
+#: How long the scheduler waits for a device's binding conditions (BindingTimeoutDefaultSeconds).
+DRA_BINDING_TIMEOUT_S: Final = 600.0
 #: A device's health without a new report after this long (or its own timeout) reads as Unknown.
 DRA_HEALTH_TIMEOUT_S: Final = 30.0
 #: How soon a health stream that ended is opened again.

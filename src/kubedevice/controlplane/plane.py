@@ -9,7 +9,8 @@ daemon plays all of them; this facade is where its pod path meets them:
 - `update_documents` hands over each manifest scan's DRA documents (the API server's objects);
 - `extended_routes` decides once which of a pod's extended resources DRA meets;
 - `schedule` is everything between admission and PrepareResources for one pod: it answers the pod as the
-  DRA manager is handed it, and why it must wait when it must;
+  DRA manager is handed it, and why it must wait when it must (the binding conditions of its devices
+  included: controlplane.binding);
 - `restore` gives a pod that ran before a restart its view back, deciding nothing;
 - `pod_gone` and `reconcile` drop what pods that left held (reservations, generated claims, allocations);
 - `put_device_status` takes a driver's `status.devices` (the status API's PUT), durably.
@@ -25,9 +26,11 @@ import asyncio
 import logging
 from collections.abc import Callable, Collection, Iterable, Sequence, Set
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from kubedevice.checkpoint.dra_model import ClaimInfoState
+from kubedevice.controlplane.binding import BINDING_TIMEOUT_S, BindingWaits
 from kubedevice.controlplane.claim_saver import ClaimStoreSaver
 from kubedevice.controlplane.claim_store import ClaimStore, ClaimStoreFile, Updates, reconcile_at_start
 from kubedevice.controlplane.claim_view import ClaimView
@@ -40,6 +43,8 @@ from kubedevice.controlplane.extended import (
 from kubedevice.controlplane.pod_step import DRAContext, Waiting, dra_step, recorded_routes, restore_pod
 from kubedevice.controlplane.reservation import pod_removed
 from kubedevice.controlplane.slice_folder import SliceFolder
+from kubedevice.controlplane.taint_times import TAINT_TIMES_NAME, TaintTimes, load_taint_times
+from kubedevice.dra.claim_names import pod_claim_names
 from kubedevice.dra.types import DRAPod
 from kubedevice.manager.types import Pod
 from kubedevice.resource.model import ClaimDocument, DRADocuments
@@ -60,8 +65,12 @@ class Scheduled:
     #: special claim in `extendedResourceClaimStatus`, as the claim controller writes them.
     pod: DRAPod
     #: None: its claims are allocated and reserved for it, PrepareResources may go on. Else the reason,
-    #: message and detail of its Pending status (nothing allocated or reserved then).
+    #: message and detail of its Pending status (nothing allocated or reserved then, unless it waits for
+    #: the binding conditions of its allocated devices).
     waiting: Waiting | None = None
+    #: When to try again at the latest even if nothing changes: the binding timeout of a pod that waits
+    #: for binding conditions.
+    retry_at: datetime | None = None
 
 
 class ControlPlane:
@@ -76,9 +85,17 @@ class ControlPlane:
         *,
         node_name: str,
         use_inotify: bool = True,
+        binding_timeout: float = BINDING_TIMEOUT_S,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        taint_times: TaintTimes | None = None,
     ) -> None:
         self.node_name = node_name
         self.store = store
+        #: When each NoExecute taint without `timeAdded` was first seen (`device_taints.json`).
+        self.taint_times = taint_times or TaintTimes(store_file.path.parent / TAINT_TIMES_NAME)
+        self.clock = clock
+        #: The pods' waits for the binding conditions of their devices.
+        self.binding = BindingWaits(node_name, binding_timeout)
         self._saver = ClaimStoreSaver(store, store_file)
         #: Fires when something a pod waiting for its claims may wait for changed.
         self.changed = Signal()
@@ -100,13 +117,25 @@ class ControlPlane:
         *,
         node_name: str,
         use_inotify: bool = True,
+        binding_timeout: float = BINDING_TIMEOUT_S,
         fault: Callable[[str], None] | None = None,
+        taint_fault: Callable[[str], None] | None = None,
     ) -> ControlPlane:
-        """The control plane on the claim store in `root` (`dra_claims.json`, read on a thread). Raises
-        ClaimStoreError when the file cannot be used. `fault` is the store's test-only write hook."""
+        """The control plane on the claim store in `root` (`dra_claims.json`, read on a thread) and the
+        taints' first sightings (`device_taints.json`). Raises ClaimStoreError when the claim store cannot
+        be used. `fault` and `taint_fault` are their test-only write hooks."""
         store_file = ClaimStoreFile(root, fault=fault)
         store = await asyncio.to_thread(store_file.load)
-        return cls(store, store_file, slice_folder, node_name=node_name, use_inotify=use_inotify)
+        taint_times = await load_taint_times(root, taint_fault)
+        return cls(
+            store,
+            store_file,
+            slice_folder,
+            node_name=node_name,
+            use_inotify=use_inotify,
+            binding_timeout=binding_timeout,
+            taint_times=taint_times,
+        )
 
     async def start(self) -> None:
         """Follow the ResourceSlice folder (every file there is deleted first: plugins publish again)."""
@@ -115,6 +144,7 @@ class ControlPlane:
     async def stop(self) -> None:
         await self.slices.stop()
         await self._saver.stop()
+        await self.taint_times.stop()
 
     def _apply(self, updates: Updates) -> bool:
         return self._saver.apply(updates)
@@ -167,18 +197,36 @@ class ControlPlane:
         cache: Sequence[ClaimInfoState],
     ) -> Scheduled:
         """One try of the pod's DRA step: claims generated from templates, the special claim, one search
-        for the claims without allocation, the reservations (controlplane.pod_step). `cache` is the DRA
-        manager's claim-info cache (read only when an allocation needs the devices in use)."""
+        for the claims without allocation, the reservations (controlplane.pod_step), then the binding
+        conditions of its devices (controlplane.binding). `cache` is the DRA manager's claim-info cache
+        (read only when an allocation needs the devices in use)."""
+        now = self.clock()
         context = DRAContext(
             documents=self.documents,
             pools=self.slices.pools(),
             node_name=self.node_name,
             cache=cache,
             selectors=self.selectors,
+            now=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         )
         step = dra_step(pod, claims, routes or ExtendedRoutes(), self.store, context)
         self._apply(step.updates)
-        return Scheduled(step.pod, step.waiting)
+        if step.waiting is not None:
+            return Scheduled(step.pod, step.waiting)
+        return self._bind(step.pod, now)
+
+    def _bind(self, pod: DRAPod, now: datetime) -> Scheduled:
+        """PreBind's wait for the binding conditions of the pod's devices; a claim whose binding failed or
+        timed out is deallocated (when the daemon allocated it) and the pod tries again."""
+        claims = [self.claims.claim(pod.namespace, n.claim_name) for n in pod_claim_names(pod)]
+        step = self.binding.check(pod, [c for c in claims if c is not None], self.store, now)
+        if step.release:
+            self._apply(step.release)
+            log.warning(
+                "pod %s/%s (%s): %s: it is allocated again", pod.namespace, pod.name, pod.uid, step.said
+            )
+            self.changed.fire()  # its devices are free: it (and any pod waiting for them) tries again
+        return Scheduled(pod, step.waiting, step.retry_at)
 
     def restore(self, pod: Pod, claims: PodClaims) -> DRAPod:
         """A pod that was running before the restart: its view (generated claims, special claim) comes back
@@ -196,6 +244,7 @@ class ControlPlane:
         """The pod is gone (its claims unprepared, or never prepared): its reservations and generated
         claims go. Waiting pods try again even when the store did not change: devices the DRA manager's
         cache held for it may be free now."""
+        self.binding.forget(pod_uid)
         self._apply(pod_removed(self.store, pod_uid))
         self.changed.fire()
 
@@ -230,5 +279,7 @@ class ControlPlane:
                     f"cannot write {self._saver.path}: {err} — the status is kept in memory and written with "
                     "the next change",
                 )
+            finally:
+                self.changed.fire()  # a pod may wait for this device's binding conditions
         assert claim is not None  # the update was decided on it a moment ago, without a pause
         return claim

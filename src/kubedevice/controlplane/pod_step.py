@@ -76,6 +76,9 @@ class DRAContext:
     cache: Sequence[ClaimInfoState] = ()
     #: The daemon's long-lived CEL selectors (their cache keeps searches cheap).
     selectors: CelSelectors | None = None
+    #: Now, as metav1.Time writes it: an allocation made now gets it as its `allocationTimestamp`, which
+    #: the binding timeout counts from ("": none written).
+    now: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +238,9 @@ class _Step:
             allocations = allocate(request, context.selectors)
         except Unschedulable as err:
             return Waiting(UNSCHEDULABLE, err.message)
+        stamp = context.now or None
         for (key, claim), allocation in zip(wanted, allocations, strict=True):
+            allocation = replace(allocation, allocation_timestamp=stamp)
             record = self.record(key) or ClaimRecord(uid=claim.meta.uid)
             self.updates[key] = replace(record, allocation=allocation)
         return None

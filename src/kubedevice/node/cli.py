@@ -49,6 +49,14 @@ def _positive_duration(option: str, text: str) -> float:
     return seconds
 
 
+def _binding_timeout(text: str) -> float:
+    """`--dra-binding-timeout`: at least a second, as the scheduler's `bindingTimeout` must be."""
+    seconds = _duration("--dra-binding-timeout", text)
+    if seconds < 1:
+        fail(f"--dra-binding-timeout: duration {text!r} must be at least 1s")
+    return seconds
+
+
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _NODE_NAME = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
 
@@ -139,6 +147,11 @@ def node(
         "--dra-reconcile-period",
         help="How often the claims of pods that are gone are unprepared (the kubelet's reconcile pass).",
     ),
+    dra_binding_timeout: str = typer.Option(
+        "10m",
+        "--dra-binding-timeout",
+        help="How long a pod waits for its devices' binding conditions before they are allocated again.",
+    ),
     boot_id: str | None = typer.Option(
         None,
         "--boot-id",
@@ -181,6 +194,7 @@ def node(
         node_name=name,
         dra_reconcile_period=_positive_duration("--dra-reconcile-period", dra_reconcile_period),
         dra_state_recovery="move-aside" if dra_state_recovery == "move-aside" else "refuse",
+        dra_binding_timeout=_binding_timeout(dra_binding_timeout),
     )
     configure_logging(parse_log_level(log_level))
     # Sockets the daemon and its manager create must not be world-accessible.

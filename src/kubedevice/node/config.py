@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from kubedevice.api.constants import (
+    DRA_BINDING_TIMEOUT_S,
     DRA_RECONCILE_PERIOD_S,
     DRA_WIPE_DELAY_S,
     ENDPOINT_STOP_GRACE_PERIOD_S,
@@ -29,6 +30,8 @@ __all__ = [
     "CLAIM_STATE_FAULT_ENV",
     "DRA_CHECKPOINT_FAULT_ENV",
     "DRA_STATE_RECOVERIES",
+    "POD_STATE_FAULT_ENV",
+    "TAINT_STATE_FAULT_ENV",
     "DRAStateRecovery",
     "NodeConfig",
     "NodePaths",
@@ -47,6 +50,10 @@ CHECKPOINT_FAULT_ENV = "KUBEDEVICE_TEST_CHECKPOINT_FAULT"
 DRA_CHECKPOINT_FAULT_ENV = "KUBEDEVICE_TEST_DRA_CHECKPOINT_FAULT"
 #: The same for the control plane's claim store (dra_claims.json).
 CLAIM_STATE_FAULT_ENV = "KUBEDEVICE_TEST_CLAIM_STATE_FAULT"
+#: The same for the pod state file (pod_state.json: an eviction's Failed pod).
+POD_STATE_FAULT_ENV = "KUBEDEVICE_TEST_POD_STATE_FAULT"
+#: The same for the first sightings of device taints (device_taints.json).
+TAINT_STATE_FAULT_ENV = "KUBEDEVICE_TEST_TAINT_STATE_FAULT"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +93,9 @@ class NodeConfig:
     dra_wipe_delay: float = DRA_WIPE_DELAY_S
     #: How often a pod waiting for its claims tries again when nothing relevant changed.
     dra_retry_period: float = 10.0
+    #: How long a pod waits for the binding conditions of its allocated devices before the allocation is
+    #: undone and made again (the scheduler's `bindingTimeout`, 600 s).
+    dra_binding_timeout: float = DRA_BINDING_TIMEOUT_S
 
 
 class NodeStartError(Exception):

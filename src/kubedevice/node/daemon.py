@@ -27,6 +27,7 @@ from kubedevice.node.boot import current_boot_id
 from kubedevice.node.checkpoint_guard import DRACheckpointRefused, check_dra_checkpoint
 from kubedevice.node.config import (
     CHECKPOINT_FAULT_ENV,
+    POD_STATE_FAULT_ENV,
     NodeConfig,
     NodePaths,
     NodeStartError,
@@ -108,8 +109,7 @@ class NodeDaemon:
         paths = self.paths
         # Everything that can refuse the start is checked before a folder is made: a refused start
         # leaves nothing behind.
-        problem = paths.socket_path_problem()
-        if problem is not None:
+        if (problem := paths.socket_path_problem()) is not None:
             raise NodeStartError(problem)
         try:
             topology = await build_topology_manager(self.config.topology, self.config.numa_nodes)
@@ -131,6 +131,7 @@ class NodeDaemon:
             )
         timeout = self.config.plugin_timeout
         try:
+            state_fault = checkpoint_fault_from_env(os.environ, POD_STATE_FAULT_ENV)
             manager = DeviceManager(
                 paths.plugin_dir,
                 stop_grace_period=self.config.stop_grace_period,
@@ -177,7 +178,7 @@ class NodeDaemon:
         podresources_metrics = PodResourcesMetrics(self.registry)
         topology.metrics.register(self.registry)
         manager.metrics.register(self.registry)
-        self._state = PodStateFile(paths.state_file, current_boot_id(self.config.boot_id))
+        self._state = PodStateFile(paths.state_file, current_boot_id(self.config.boot_id), fault=state_fault)
         dra = self._require_dra()
         self._sync = PodSync(
             self.config,
@@ -192,7 +193,7 @@ class NodeDaemon:
         )
         try:
             await self._sync.start()
-            await self._serve(podresources_metrics)
+            await self._serve(podresources_metrics, self._sync)
         except BaseException:
             await self.stop()
             raise
@@ -225,7 +226,7 @@ class NodeDaemon:
             raise RuntimeError("the node daemon is not started")
         return self._dra
 
-    async def _serve(self, podresources_metrics: PodResourcesMetrics) -> None:
+    async def _serve(self, pr_metrics: PodResourcesMetrics, sync: PodSync) -> None:
         from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
         from kubedevice.node.podresources import PodResourcesServicer
         from kubedevice.node.status_api import StatusAPI
@@ -235,7 +236,7 @@ class NodeDaemon:
         servicer = PodResourcesServicer(
             self._require_manager(),
             lambda: [(r.pod, r.active) for r in self.pods],
-            podresources_metrics,
+            pr_metrics,
             claims=functools.partial(self._require_dra().dynamic_resources, self.pods),
         )
         self._grpc = await serve_grpc(
@@ -253,6 +254,7 @@ class NodeDaemon:
             self.pods,
             lambda: self.bad_files,
             self.registry,
+            sync.evictions,
         )
         self._status = StatusServer(api.routes(), api.prefixes(), api.puts())
         try:

@@ -18,6 +18,7 @@ from kubedevice.node.checkpoint_guard import REFUSED_HINT
 from kubedevice.node.config import (
     CLAIM_STATE_FAULT_ENV,
     DRA_CHECKPOINT_FAULT_ENV,
+    TAINT_STATE_FAULT_ENV,
     NodeConfig,
     NodePaths,
     NodeStartError,
@@ -57,6 +58,7 @@ async def start_dra(
     try:
         fault = checkpoint_fault_from_env(os.environ, DRA_CHECKPOINT_FAULT_ENV)
         store_fault = checkpoint_fault_from_env(os.environ, CLAIM_STATE_FAULT_ENV)
+        taint_fault = checkpoint_fault_from_env(os.environ, TAINT_STATE_FAULT_ENV)
     except ValueError as err:
         raise NodeStartError(str(err)) from None
     try:
@@ -65,7 +67,9 @@ async def start_dra(
             paths.resourceslices,
             node_name=config.node_name,
             use_inotify=config.use_inotify,
+            binding_timeout=config.dra_binding_timeout,
             fault=store_fault,
+            taint_fault=taint_fault,
         )
     except ClaimStoreError as err:
         raise NodeStartError(str(err)) from None

@@ -31,7 +31,7 @@ def restore_terminated(record: PodRecord, saved: SavedPod | None) -> bool:
         and saved.phase in ("Failed", "Succeeded")
     ):
         record.phase = "Failed" if saved.phase == "Failed" else "Succeeded"
-        record.reason, record.message = saved.reason, saved.message
+        record.reason, record.message, record.conditions = saved.reason, saved.message, saved.conditions
         log.info("pod %s stays %s after the restart", pod_name(record.pod), record.phase)
         return True
     return False

@@ -32,6 +32,7 @@ from kubedevice.node.pod_restore import (
 from kubedevice.node.pod_workers import PodWorkers
 from kubedevice.node.pods import PodRecord, PodTable
 from kubedevice.node.state import PodStateFile, SavedPod
+from kubedevice.node.taint_eviction import TaintEvictionController
 from kubedevice.resource.document_file import is_whole_at_creation
 from kubedevice.topology import TopologyManager
 from kubedevice.watch import DirectoryWatch, Mask
@@ -74,6 +75,9 @@ class PodSync:
         self._workers = PodWorkers(
             config, manager, topology, pods, metrics, control, dynamic, save_state=self._save_state
         )
+        self.evictions = TaintEvictionController(
+            control, pods, self._workers.evict, self._workers.running, metrics
+        )
         self._manifest_watch = DirectoryWatch(
             paths.manifests,
             relevant=self._is_manifest_event,
@@ -89,6 +93,7 @@ class PodSync:
         self._manifest_watch.start()
         await self._first_scan(self._manager)
         self._scan_task = asyncio.create_task(self._scan_loop(), name="manifest scan")
+        self.evictions.start()
 
     async def stop(self) -> None:
         if self._scan_task is not None:
@@ -96,6 +101,7 @@ class PodSync:
             await asyncio.gather(self._scan_task, return_exceptions=True)
             self._scan_task = None
         await self._manifest_watch.stop()
+        await self.evictions.stop()
         await self._workers.stop()
 
     async def _first_scan(self, manager: DeviceManager) -> None:
@@ -223,7 +229,7 @@ class PodSync:
             return True
         if record.phase == "Failed":
             record.manifest, record.phase, record.reason, record.message = m, "Pending", "", ""
-            record.detail, record.warnings = "", []
+            record.detail, record.warnings, record.conditions = "", [], ()
             self._workers.admit(record)
             return True
         log.warning(

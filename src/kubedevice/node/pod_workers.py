@@ -10,9 +10,12 @@ the walk goes one way: manifest -> device manager -> control plane -> DRA manage
 
 A pod with claims that cannot be prepared yet stays Pending with the reason and message of the outcome,
 keeps its device-plugin devices, and tries again on any relevant change (manifests, ResourceSlices, a
-driver's registration, a pod gone) and at least every `dra_retry_period`. A removed one stays Terminating
-(not active, its device-plugin devices released) until UnprepareResources succeeds, tried again when a DRA
-driver registers and at least every `dra_retry_period`.
+driver's registration, a pod gone, a claim's device status) and at least every `dra_retry_period` (sooner
+when its binding conditions time out). A removed one stays Terminating (not active, its device-plugin
+devices released) until UnprepareResources succeeds, tried again when a DRA driver registers and at least
+every `dra_retry_period`. A pod the device taint eviction controller evicts (`evict`) ends Failed with the
+controller's condition, saved before its claims are unprepared and released the same way; it stays Failed
+(a restart goes on releasing its claims) until its manifest changes.
 """
 
 from __future__ import annotations
@@ -21,8 +24,15 @@ import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 
+from kubedevice.controlplane.binding import BINDING_PENDING
 from kubedevice.controlplane.plane import ControlPlane
+from kubedevice.controlplane.taint_eviction import (
+    DISRUPTION_TARGET,
+    EVICTION_MESSAGE,
+    EVICTION_REASON,
+)
 from kubedevice.dra import DRAError
 from kubedevice.dra.errors import PREPARE_FAILED, UNPREPARE_FAILED
 from kubedevice.durations import format_duration
@@ -35,6 +45,7 @@ from kubedevice.node.admission import (
     unknown_requests,
     wait_for_devices,
 )
+from kubedevice.node.conditions import PodCondition
 from kubedevice.node.config import NodeConfig
 from kubedevice.node.dynamic_resources import DynamicResources
 from kubedevice.node.metrics import NodeMetrics
@@ -81,7 +92,9 @@ class PodWorkers:
         self.starting: set[str] = set()
         #: Fires when a pod is terminated: one waiting for its claims sees it is gone.
         self._terminated = Signal()
-        #: Terminating pods whose claims are being unprepared.
+        #: Fires when a pod becomes Running (the eviction controller looks at it).
+        self.running = Signal()
+        #: Terminating and evicted pods whose claims are being unprepared and released.
         self._unprepares: dict[str, asyncio.Task[None]] = {}
         self._tidy_task: asyncio.Task[None] | None = None
 
@@ -91,6 +104,12 @@ class PodWorkers:
         self._control.reconcile(self.pods.uids(), self._dynamic.cache())
         self._dynamic.manager.sources_ready = True
         self._tidy_task = asyncio.create_task(self._tidy_loop(), name="dra claim state")
+        for record in self.pods:
+            if record.phase == "Failed" and record.reason == EVICTION_REASON and record.has_claims:
+                # Evicted before the restart: what its claims still hold is released (again: idempotent).
+                record.dra_pod = self._control.restored_view(record.pod, record.manifest.claims)
+                self._release(record)
+        self.running.fire()
 
     async def stop(self) -> None:
         for task in list(self._admissions.values()):
@@ -104,30 +123,63 @@ class PodWorkers:
         Terminating until then (a claim entry lists it); None when it can go at once."""
         self.cancel(record.uid)
         self._terminated.fire()
+        releasing = self._unprepares.get(record.uid)
+        if releasing is not None:  # evicted, its claims still being released: it goes once they are
+            record.terminating = True
+            return releasing
         if record.has_claims and self._dynamic.needs_unprepare(record.uid):
             record.terminating = True
-            task = asyncio.create_task(self._unprepare(record), name=f"unprepare {pod_name(record.pod)}")
-            self._unprepares[record.uid] = task
-            return task
+            return self._release(record)
         if record.has_claims:
             self._control.pod_gone(record.uid)
         return None
 
+    def _release(self, record: PodRecord) -> asyncio.Task[None]:
+        task = asyncio.create_task(self._unprepare(record), name=f"unprepare {pod_name(record.pod)}")
+        self._unprepares[record.uid] = task
+        return task
+
     async def _unprepare(self, record: PodRecord) -> None:
-        """SyncTerminatingPod: UnprepareResources until it succeeds; then the pod is gone."""
+        """SyncTerminatingPod: UnprepareResources until it succeeds; then what its claims held goes (its
+        reservations, its generated claims, the allocations only it held) and a removed pod is gone."""
         pod = record.dra_pod
-        while True:
+        said = ""
+        while self._dynamic.needs_unprepare(record.uid):
             registered = self._dynamic.registered.current()
             error = await self._dynamic.unprepare(pod)
             if error is None:
                 break
-            if record.message != error:
-                log.warning("pod %s/%s stays Terminating: %s", pod.namespace, pod.name, error)
-            record.reason, record.message = UNPREPARE_FAILED, error
+            if error != said:
+                stays = "stays Terminating" if record.terminating else "keeps its claims prepared"
+                log.warning("pod %s/%s %s: %s", pod.namespace, pod.name, stays, error)
+                said = error
+            if record.terminating:  # an evicted pod keeps the eviction as its status
+                record.reason, record.message = UNPREPARE_FAILED, error
             await wait_any([registered], self.config.dra_retry_period)
-        log.info("pod %s/%s (%s): its claims are unprepared; it is gone", pod.namespace, pod.name, pod.uid)
+        gone = "it is gone" if record.terminating else "they are released"
+        log.info("pod %s/%s (%s): its claims are unprepared; %s", pod.namespace, pod.name, pod.uid, gone)
         del self._unprepares[record.uid]
         self._control.pod_gone(record.uid)
+
+    async def evict(self, record: PodRecord, detail: str, when: str) -> bool:
+        """The device taint eviction controller's eviction (upstream deletes the pod; here its manifest
+        stays): the pod gets the controller's DisruptionTarget condition and ends Failed with its reason and
+        message (`detail`: the taints), its containers stop (not active: its devices are freed), the state
+        file keeps it Failed, then its claims are unprepared and released. False when it is not Running
+        any more."""
+        if self.pods.get(record.uid) is not record or record.phase != "Running" or record.terminating:
+            return False
+        condition = PodCondition(DISRUPTION_TARGET, "True", EVICTION_REASON, EVICTION_MESSAGE, when)
+        record.phase, record.reason, record.message = "Failed", EVICTION_REASON, EVICTION_MESSAGE
+        record.detail, record.conditions, record.run_options = detail, (condition,), {}
+        self._topology.remove_pod(record.uid)
+        self.release()
+        log.warning("pod %s evicted (%s): %s", pod_name(record.pod), EVICTION_REASON, detail)
+        # Saved before anything is undone: a restart never admits it again, and finishes the release.
+        await self._save_state()
+        if record.has_claims and self._unprepares.get(record.uid) is None:
+            self._release(record)
+        return True
 
     def release(self) -> None:
         self._manager.update_allocated_devices(self.pods.active_uids())
@@ -152,6 +204,9 @@ class PodWorkers:
 
     async def _run(self, record: PodRecord) -> None:
         manager = self._manager
+        releasing = self._unprepares.get(record.uid)
+        if releasing is not None:  # evicted, then its manifest changed: its old claims go first
+            await asyncio.wait([releasing])
         # Which extended resources DRA meets is decided first: the device manager never sees those.
         plugin_resources = {r.resource_name for r in manager.registered_resources()}
         record.routes = self._control.extended_routes(record.pod, plugin_resources)
@@ -219,6 +274,7 @@ class PodWorkers:
             record.phase = "Running"
             self._metrics.admissions.inc()
             log.info("pod %s admitted: Running", pod_name(record.pod))
+            self.running.fire()
         if self.pods.get(record.uid) is not record or not record.active:
             self.release()  # removed while admitting, or failed part-way: free what it got
         if not record.active:
@@ -239,8 +295,9 @@ class PodWorkers:
             changes = [control.changed.current(), dynamic.registered.current(), self._terminated.current()]
             if not self._pending(record):
                 break
+            retry_at: datetime | None = None
             try:
-                prepared = await self._schedule_and_prepare(record)
+                prepared, retry_at = await self._schedule_and_prepare(record)
             except Exception as err:
                 # A fault in the DRA step (the search, the stores, a driver's answer) must not end the
                 # admission: as the scheduler does with an internal error, the pod waits with the error
@@ -249,32 +306,41 @@ class PodWorkers:
                 self._wait(record, SCHEDULER_ERROR, f"internal error in the DRA step: {failure_line(err)}")
                 prepared = False
             if prepared:
-                if record.reason in (PREPARE_FAILED, UNSCHEDULABLE, SCHEDULER_ERROR):
+                if record.reason in (PREPARE_FAILED, UNSCHEDULABLE, SCHEDULER_ERROR, BINDING_PENDING):
                     record.reason, record.message, record.detail = "", "", ""
                 break
             if not started.done():
                 started.set_result(None)
-            await wait_any(changes, self.config.dra_retry_period)
+            await wait_any(changes, self._retry_delay(retry_at))
         if self._pending(record):
             return True
         if dynamic.needs_unprepare(record.uid):
             dynamic.reconcile_soon()  # removed while its prepare ran: what it recorded is unprepared
         return False
 
-    async def _schedule_and_prepare(self, record: PodRecord) -> bool:
-        """One try of the pod's claims: scheduled, then prepared (True), or the pod waits (False)."""
+    async def _schedule_and_prepare(self, record: PodRecord) -> tuple[bool, datetime | None]:
+        """One try of the pod's claims: scheduled, then prepared (True), or the pod waits (False, and when
+        to try again at the latest: its binding timeout)."""
         control, dynamic = self._control, self._dynamic
         scheduled = control.schedule(record.pod, record.manifest.claims, record.routes, dynamic.cache())
         record.dra_pod = scheduled.pod
         waiting = scheduled.waiting
         if waiting is not None:
             self._wait(record, waiting.reason, waiting.message, waiting.detail)
-            return False
+            return False, scheduled.retry_at
         error = await dynamic.prepare(scheduled.pod)
         if error is not None:
             self._wait(record, PREPARE_FAILED, error)
-            return False
-        return True
+            return False, None
+        return True, None
+
+    def _retry_delay(self, retry_at: datetime | None) -> float:
+        """How long a waiting pod sleeps when nothing changes: the retry period, or until just past its
+        binding timeout (the timestamps are whole seconds; the deadline counts once passed)."""
+        period = self.config.dra_retry_period
+        if retry_at is None:
+            return period
+        return min(period, max(0.0, (retry_at - self._control.clock()).total_seconds()) + 0.01)
 
     def _wait(self, record: PodRecord, reason: str, message: str, detail: str = "") -> None:
         """The pod stays Pending: why, said in the log when it changed."""

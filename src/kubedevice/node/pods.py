@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from kubedevice.manager.types import Pod, RunContainerOptions
+from kubedevice.node.conditions import PodCondition
 
 if TYPE_CHECKING:
     from kubedevice.controlplane.extended import ExtendedRoutes
@@ -31,6 +32,8 @@ class PodRecord:
     detail: str = ""
     #: What the pod runs without (a resource no plugin serves), said once at its admission; not saved.
     warnings: list[str] = field(default_factory=list)
+    #: `status.conditions` the daemon set (an eviction's DisruptionTarget); saved with a terminated pod.
+    conditions: tuple[PodCondition, ...] = ()
     #: container name -> run options computed when it started (None: it holds no devices).
     run_options: dict[str, RunContainerOptions | None] = field(default_factory=dict)
     _phase: PodPhase = "Pending"
@@ -122,6 +125,7 @@ class PodRecord:
             reason=self.reason,
             message=self.message,
             digest=self.manifest.digest,
+            conditions=self.conditions,
         )
 
 

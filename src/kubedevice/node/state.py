@@ -18,11 +18,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kubedevice.durable import GroupCommit, TempNames, remove_stale_temp_files, replace_file
+from kubedevice.node.conditions import PodCondition
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,23 @@ class SavedPod:
     #: The hash of the pod's decoded manifest document when the phase was reached (node.identity); another
     #: hash is another pod version, while a comment or another document of the same file changes nothing.
     digest: str
+    #: The conditions the daemon set (an eviction's DisruptionTarget); left out of the file when none.
+    conditions: tuple[PodCondition, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {f: getattr(self, f) for f in _TEXT_FIELDS}
+        if self.conditions:
+            out["conditions"] = [c.to_json() for c in self.conditions]
+        return out
+
+    @classmethod
+    def from_json(cls, entry: Any) -> SavedPod:
+        """Raises KeyError or TypeError when `entry` is not what `to_json` wrote."""
+        conditions = tuple(PodCondition.from_json(c) for c in entry.get("conditions") or ())
+        return cls(**{k: str(entry[k]) for k in _TEXT_FIELDS}, conditions=conditions)
+
+
+_TEXT_FIELDS = ("namespace", "name", "phase", "reason", "message", "digest")
 
 
 class PodStateFile:
@@ -50,9 +68,11 @@ class PodStateFile:
     daemon must admit checkpointed pods again with the kubelet's checks instead of its restart fast path.
     """
 
-    def __init__(self, path: Path, boot_id: str = "") -> None:
+    def __init__(self, path: Path, boot_id: str = "", *, fault: Callable[[str], None] | None = None) -> None:
         self.path = path
         self.boot_id = boot_id
+        #: The crash tests' hook, called at each write stage (node.config's POD_STATE_FAULT_ENV).
+        self._fault = fault
         #: The boot ID the file on disk records; None when there is no file or it records none.
         self.saved_boot_id: str | None = None
         self._last_written: dict[str, SavedPod] | None = None
@@ -82,8 +102,8 @@ class PodStateFile:
         self.saved_boot_id = saved_boot if isinstance(saved_boot, str) and saved_boot else None
         for uid, entry in entries.items():
             try:
-                pods[uid] = SavedPod(**{k: str(entry[k]) for k in SavedPod.__dataclass_fields__})
-            except (KeyError, TypeError):
+                pods[uid] = SavedPod.from_json(entry)
+            except (KeyError, TypeError, AttributeError):
                 log.error("ignoring malformed entry for pod %s in %s", uid, self.path)
         self._last_written = dict(pods)
         return pods
@@ -111,11 +131,11 @@ class PodStateFile:
             {
                 "version": STATE_VERSION,
                 "bootID": boot_id,
-                "pods": {uid: asdict(p) for uid, p in sorted(pods.items())},
+                "pods": {uid: p.to_json() for uid, p in sorted(pods.items())},
             },
             indent=1,
             sort_keys=True,
         )
-        replace_file(self.path, body, temp=_TEMP_NAMES)
+        replace_file(self.path, body, temp=_TEMP_NAMES, fault=self._fault)
         self.saved_boot_id = boot_id
         self._last_written = pods

@@ -1,5 +1,6 @@
 """The status API's routes over the started daemon's parts: `/node`, `/pods`, `/claims`,
-`/claims/<ns>/<name>` (and its `/status`, which a driver PUTs), `/resourceslices`, `/metrics`, `/healthz`.
+`/claims/<ns>/<name>` (and its `/status`, which a driver PUTs), `/resourceslices` (with the
+DeviceTaintRules and their status), `/metrics`, `/healthz`.
 
 The views are imported on the first request: the daemon serves its sockets without them.
 """
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from kubedevice.dra import DRAManager
     from kubedevice.manager import DeviceManager
     from kubedevice.node.pods import PodTable
+    from kubedevice.node.taint_eviction import TaintEvictionController
     from kubedevice.topology import TopologyManager
 
 
@@ -37,6 +39,7 @@ class StatusAPI:
     pods: PodTable
     bad_files: Callable[[], Mapping[str, str]]
     registry: CollectorRegistry
+    evictions: TaintEvictionController
 
     def routes(self) -> dict[str, Handler]:
         return {
@@ -73,9 +76,11 @@ class StatusAPI:
         from kubedevice.node.claim_views import DRAPodView
 
         claims = DRAPodView(self.control, self.dra)
-        return Response.json(
-            views.pods_view(self.manager, self.pods, self.bad_files(), self.topology, claims)
-        )
+        view = views.pods_view(self.manager, self.pods, self.bad_files(), self.topology, claims)
+        pending = self.evictions.pod_views()
+        for pod in view["pods"]:
+            pod["pendingEviction"] = pending.get(pod["uid"])
+        return Response.json(view)
 
     def _claims(self) -> Response:
         from kubedevice.node.claim_views import claims_view
@@ -90,7 +95,9 @@ class StatusAPI:
     def _slices(self) -> Response:
         from kubedevice.node.claim_views import slices_view
 
-        return Response.json(slices_view(self.control.slices))
+        return Response.json(
+            {**slices_view(self.control.slices), "deviceTaintRules": self.evictions.rules_view()}
+        )
 
     def _metrics(self) -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest

@@ -138,11 +138,20 @@ def pod_view(
         "resourceClaims": claims.pod_claims(record) if claims is not None else [],
         # The special claim of the extended resources DRA meets, as `status.extendedResourceClaimStatus`.
         "extendedResourceClaimStatus": claims.extended_claim(record) if claims is not None else None,
+        # The conditions the daemon set (an eviction's DisruptionTarget), core/v1's `status.conditions`.
+        "conditions": [c.to_json() for c in record.conditions],
         # The same claims in the API's shape (`status.resourceClaimStatuses`, `extendedResourceClaimStatus`),
-        # for scripts that read a pod as the API server serves it.
-        "status": claims.status(record) if claims is not None else {},
+        # for scripts that read a pod as the API server serves it, and the conditions.
+        "status": _status(record, claims),
         "containers": containers,
     }
+
+
+def _status(record: PodRecord, claims: PodClaimsView | None) -> dict[str, Any]:
+    status = claims.status(record) if claims is not None else {}
+    if record.conditions:
+        status = {**status, "conditions": [c.to_json() for c in record.conditions]}
+    return status
 
 
 def allocated_resources_status(

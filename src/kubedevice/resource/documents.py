@@ -35,7 +35,7 @@ from kubedevice.resource.names import is_extended_resource_name, is_uuid
 from kubedevice.resource.node_selector import NODE_NAME_FIELD, NodeSelector
 from kubedevice.resource.node_selector_reader import read_node_selector
 from kubedevice.resource.slice_document import parse_slice
-from kubedevice.resource.taint_reader import read_taint_rule, read_tolerations
+from kubedevice.resource.taint_reader import read_taint_rule, read_time, read_tolerations
 
 __all__ = [
     "DRA_GROUP",
@@ -245,12 +245,15 @@ def _allocation(f: Fields, reader: SpecReader, value: Any, path: str) -> Allocat
                 reader.opaque(c.get("opaque"), f"{at}.opaque"),
             )
         )
+    stamp = read_time(f, allocation.get("allocationTimestamp"), f"{path}.allocationTimestamp")
     selector = allocation.get("nodeSelector")
     if selector is None:
-        return AllocationResult(tuple(results), tuple(config))
+        return AllocationResult(tuple(results), tuple(config), allocation_timestamp=stamp)
     node_selector = read_node_selector(f, selector, f"{path}.nodeSelector", one_term=False)
     node_name = _node_name(node_selector)
-    return AllocationResult(tuple(results), tuple(config), node_name, None if node_name else node_selector)
+    return AllocationResult(
+        tuple(results), tuple(config), node_name, None if node_name else node_selector, stamp
+    )
 
 
 def _share_id(f: Fields, value: Any, path: str) -> str:

@@ -213,6 +213,9 @@ class AllocationResult:
     #: When not bound to one node: the nodes the devices are available on (merged from the slices' and
     #: devices' selectors), or None when they are available everywhere.
     node_selector: NodeSelector | None = None
+    #: `allocationTimestamp` (RFC 3339, UTC, to the second): when the scheduler (here the daemon) made the
+    #: allocation; what the binding timeout counts from. None: unknown (a user-written allocation).
+    allocation_timestamp: str | None = None
 
     @property
     def drivers(self) -> list[str]:
@@ -253,6 +256,8 @@ class AllocationResult:
             out["nodeSelector"] = NodeSelector.for_node(self.node_name).to_json()
         elif self.node_selector is not None:
             out["nodeSelector"] = self.node_selector.to_json()
+        if self.allocation_timestamp is not None:
+            out["allocationTimestamp"] = self.allocation_timestamp
         return out
 
 

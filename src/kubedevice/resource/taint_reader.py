@@ -20,7 +20,15 @@ from kubedevice.resource.taints import (
     DeviceToleration,
 )
 
-__all__ = ["MAX_TAINTS", "MAX_TOLERATIONS", "read_taint_rule", "read_taints", "read_tolerations"]
+__all__ = [
+    "MAX_TAINTS",
+    "MAX_TOLERATIONS",
+    "parse_time",
+    "read_taint_rule",
+    "read_taints",
+    "read_time",
+    "read_tolerations",
+]
 
 #: The API's limits: taints per device (`DeviceTaintsMaxLength`), tolerations per request.
 MAX_TAINTS = 16
@@ -48,7 +56,7 @@ def read_taint(f: Fields, value: Any, path: str) -> DeviceTaint:
     _label_value(f, raw_value, f"{path}.value")
     effect = f.string(taint.get("effect"), f"{path}.effect", required=True)
     _effect(f, effect, f"{path}.effect")
-    return DeviceTaint(key, effect, raw_value, _time(f, taint.get("timeAdded"), f"{path}.timeAdded"))
+    return DeviceTaint(key, effect, raw_value, read_time(f, taint.get("timeAdded"), f"{path}.timeAdded"))
 
 
 def read_tolerations(f: Fields, value: Any, path: str) -> tuple[DeviceToleration, ...]:
@@ -145,14 +153,21 @@ def _unsupported(value: str, supported: tuple[str, ...]) -> str:
     return f"Unsupported value: {shown(value)}: supported values: {listed}"
 
 
-def _time(f: Fields, value: Any, path: str) -> str | None:
+def read_time(f: Fields, value: Any, path: str) -> str | None:
+    """A metav1.Time (`timeAdded`, `allocationTimestamp`): RFC 3339, kept as written; None when absent."""
     if value is None:
         return None
     text = f.string(value, path, required=True)
-    try:
-        ok = _TIME.fullmatch(text) is not None and bool(datetime.fromisoformat(text.replace("Z", "+00:00")))
-    except ValueError:
-        ok = False
-    if not ok:
+    if parse_time(text) is None:
         raise f.error(path, f"{shown(text)} is not an RFC 3339 time (e.g. 2025-01-02T15:04:05Z)")
     return text
+
+
+def parse_time(text: str) -> datetime | None:
+    """An RFC 3339 time as an aware datetime, or None when `text` is not one."""
+    if _TIME.fullmatch(text) is None:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None

@@ -95,6 +95,11 @@ def print_pods(console: Console, data: dict[str, Any]) -> None:
             )
         name = f"{entry['namespace']}/{entry['name']}"
         notes.extend(f"{name}: {why}" for why in [entry.get("detail"), *entry.get("warnings", ())] if why)
+        if entry.get("pendingEviction"):
+            eviction = entry["pendingEviction"]
+            notes.append(
+                f"{name}: to be evicted at {eviction['at']} for the taint {'; '.join(eviction['taints'])}"
+            )
         notes.extend(_health_notes(name, containers))
     print_whole(console, table)
     for entry in data["manifestErrors"]:
