@@ -6,13 +6,17 @@ the test reads; claims and pods are manifest documents written into the daemon's
 
 from __future__ import annotations
 
+import asyncio
+import os
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from kubedevice.checkpoint import decode_dra
+from tests.dra_plugin import DRATestPlugin
 from tests.node_helpers import CLI, DEADLINE_S, NodeProcesses, short_tmpdir, wait_for
 from tests.plugin_process import fields
 
@@ -117,12 +121,40 @@ class DRANodeProcesses(NodeProcesses):
     def wait_gone(self, name: str) -> None:
         wait_for(lambda: self.pod(name) is None, f"pod {name} to be gone")
 
+    def write_slices(self, file: str, text: str) -> Path:
+        """A ResourceSlice file in `resourceslices/`, replaced whole (as a driver publishes)."""
+        path = self.paths.resourceslices / file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{file}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+        return path
+
     def close(self) -> None:
         for proc in self.dra_plugins.values():
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(timeout=DEADLINE_S)
         super().close()
+
+
+class PluginThread:
+    """The raw DRA plugin served on an event loop of its own thread, for a test written synchronously."""
+
+    def __init__(self, node: DRANodeProcesses) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.plugin = DRATestPlugin(node.root / "plugins_registry", node.root, driver=DRIVER)
+        self._run(self.plugin.start())
+
+    def _run(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=30)
+
+    def stop(self) -> None:
+        self._run(self.plugin.stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=30)
 
 
 def dra_node_processes() -> Iterator[DRANodeProcesses]:

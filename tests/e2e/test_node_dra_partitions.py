@@ -11,15 +11,11 @@ test uses devices of its own.
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from tests.dra_plugin import DRATestPlugin
-from tests.node_dra_helpers import DRIVER, NODE, DRANodeProcesses, dra_node_processes
+from tests.node_dra_helpers import DRIVER, NODE, DRANodeProcesses, PluginThread, dra_node_processes
 from tests.node_helpers import wait_for
 
 
@@ -103,25 +99,6 @@ spec:
 """
 
 
-class PluginThread:
-    """The raw DRA plugin served on an event loop of its own thread, for a test written synchronously."""
-
-    def __init__(self, node: DRANodeProcesses) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.plugin = DRATestPlugin(node.root / "plugins_registry", node.root, driver=DRIVER)
-        self._run(self.plugin.start())
-
-    def _run(self, coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=30)
-
-    def stop(self) -> None:
-        self._run(self.plugin.stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=30)
-
-
 @pytest.fixture(scope="module")
 def node() -> Iterator[DRANodeProcesses]:
     for procs in dra_node_processes():
@@ -133,10 +110,7 @@ def _started(procs: DRANodeProcesses) -> Iterator[DRANodeProcesses]:
     plugin = PluginThread(procs)
     try:
         wait_for(procs.endpoints, f"{DRIVER} to register")
-        procs.paths.resourceslices.mkdir(parents=True, exist_ok=True)
-        tmp = procs.paths.resourceslices / ".mig.yaml.tmp"
-        tmp.write_text(SLICES)
-        tmp.replace(procs.paths.resourceslices / "mig.yaml")
+        procs.write_slices("mig.yaml", SLICES)
         wait_for(lambda: len(procs.driver_devices() or ()) == 9, "the slices to be read")
         procs.write_manifest("class.yaml", CLASS)
         yield procs

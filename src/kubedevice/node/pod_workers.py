@@ -156,7 +156,7 @@ class PodWorkers:
             if record.terminating:  # an evicted pod keeps the eviction as its status
                 record.reason, record.message = UNPREPARE_FAILED, error
             await wait_any([registered], self.config.dra_retry_period)
-        gone = "it is gone" if record.terminating else "they are released"
+        gone = "it is gone" if record.terminating else "what they held is released"
         log.info("pod %s/%s (%s): its claims are unprepared; %s", pod.namespace, pod.name, pod.uid, gone)
         del self._unprepares[record.uid]
         self._control.pod_gone(record.uid)
