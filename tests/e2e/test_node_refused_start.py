@@ -74,6 +74,7 @@ def test_a_root_too_long_for_its_sockets_leaves_no_folder(scratch: Path) -> None
         ["--plugin-timeout", "0"],
         ["--dra-state-recovery", "ignore"],
         ["--dra-reconcile-period", "0"],
+        ["--dra-binding-timeout", "500ms"],
         ["--node-name", "Node_1"],
     ],
 )

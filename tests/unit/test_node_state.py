@@ -3,6 +3,7 @@ import json
 import os
 from pathlib import Path
 
+from kubedevice.node.conditions import PodCondition
 from kubedevice.node.state import PodStateFile, SavedPod
 
 POD = SavedPod(
@@ -89,3 +90,20 @@ async def test_a_save_that_changes_nothing_writes_nothing(tmp_path: Path) -> Non
     assert reread.load() == {"uid-1": running}  # a Running pod without devices reads back as it was
     await reread.save(lambda: {"uid-1": running})
     assert path.stat().st_ino == written  # what was loaded counts as written
+
+
+async def test_an_evicted_pods_condition_is_kept_and_other_pods_write_none(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    condition = PodCondition(
+        "DisruptionTarget",
+        "True",
+        "DeletionByDeviceTaintManager",
+        "Device Taint manager: deleting due to NoExecute taint",
+        "2026-07-24T10:00:00Z",
+    )
+    evicted = SavedPod("ns", "e", "Failed", condition.reason, condition.message, "d", (condition,))
+    await PodStateFile(path).save(lambda: {"uid-1": POD, "uid-2": evicted})
+    assert PodStateFile(path).load() == {"uid-1": POD, "uid-2": evicted}
+    pods = json.loads(path.read_text())["pods"]
+    assert "conditions" not in pods["uid-1"]
+    assert pods["uid-2"]["conditions"] == [condition.to_json()]

@@ -1,0 +1,126 @@
+"""Crash consistency of an eviction: the daemon SIGKILLed inside the `pod_state.json` write that records a
+pod the device taint eviction controller evicts (KUBEDEVICE_TEST_POD_STATE_FAULT), at each write stage.
+
+The eviction is written before anything is undone. Killed before the rename, the file still says nothing
+of it: the next daemon finds the pod running, its countdown long over, and evicts it. Killed after, the
+next daemon finds it Failed and finishes releasing its claim. Either way the pod ends Failed with its
+condition, its claim is unprepared exactly once and deallocated, and it was prepared only once.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Iterator
+
+import pytest
+
+from kubedevice.checkpoint import WRITE_STAGES
+from kubedevice.node.config import POD_STATE_FAULT_ENV
+from tests.dra_plugin import Device
+from tests.node_dra_helpers import DRIVER, NODE, DRANodeProcesses, PluginThread, dra_node_processes
+from tests.node_helpers import DEADLINE_S, wait_for
+
+CLASS = f"""apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {{name: gpu}}
+spec:
+  selectors:
+  - cel: {{expression: 'device.driver == "{DRIVER}"'}}
+"""
+SLICES = f"""apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {{name: {NODE}-crash}}
+spec:
+  driver: {DRIVER}
+  nodeName: {NODE}
+  pool: {{name: {NODE}, generation: 1, resourceSliceCount: 1}}
+  devices:
+""" + "".join(f"  - {{name: cr-{i}}}\n" for i in range(len(WRITE_STAGES)))
+
+
+def claim_and_pod(name: str) -> str:
+    return f"""apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {{name: {name}}}
+spec:
+  devices:
+    requests:
+    - {{name: gpu, exactly: {{deviceClassName: gpu}}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}}}
+spec:
+  resourceClaims: [{{name: gpu, resourceClaimName: {name}}}]
+  containers:
+  - name: main
+    resources: {{claims: [{{name: gpu}}]}}
+"""
+
+
+def rule(device: str) -> str:
+    return f"""apiVersion: resource.k8s.io/v1
+kind: DeviceTaintRule
+metadata: {{name: crash}}
+spec:
+  deviceSelector: {{driver: {DRIVER}, pool: {NODE}, device: {device}}}
+  taint: {{key: example.com/broken, effect: NoExecute}}
+"""
+
+
+@pytest.fixture
+def started() -> Iterator[tuple[DRANodeProcesses, PluginThread]]:
+    for procs in dra_node_processes():
+        procs.start_daemon()
+        plugin = PluginThread(procs)
+        # A prepared device on record: a pod going Running writes no pod_state.json.
+        plugin.plugin.set_default_devices(lambda claim: [Device(NODE, "cr-0")])
+        try:
+            yield procs, plugin
+        finally:
+            plugin.stop()
+
+
+def _serve(node: DRANodeProcesses, *, env: dict[str, str] | None = None) -> None:
+    node.start_daemon(env=env)
+    wait_for(node.endpoints, f"{DRIVER} to register")
+    node.write_slices("crash.yaml", SLICES)
+
+
+def calls(plugin: PluginThread, method: str, claim: str) -> int:
+    return sum(1 for c in plugin.plugin.calls_of(method) for r in c.claims if r.name == claim)
+
+
+def test_sigkill_inside_the_write_of_an_eviction_evicts_it_once(
+    started: tuple[DRANodeProcesses, PluginThread],
+) -> None:
+    node, plugin = started
+    node.write_manifest("class.yaml", CLASS)
+    for n, stage in enumerate(WRITE_STAGES):
+        name = f"p{n}"
+        node.kill_daemon(signal.SIGTERM)
+        _serve(node, env={POD_STATE_FAULT_ENV: f"{stage}:1:1"})
+        node.write_manifest(f"{name}.yaml", claim_and_pod(name))
+        node.wait_phase(name, "Running")
+        device = node.claim(name)["allocation"]["devices"]["results"][0]["device"]
+        node.write_manifest("rule.yaml", rule(device))
+        assert node.daemon is not None and node.daemon.wait(timeout=DEADLINE_S) == -signal.SIGKILL, stage
+        on_disk = json.loads(node.paths.state_file.read_text())["pods"]
+        evicted = [p["phase"] for p in on_disk.values() if p["name"] == name]
+        assert evicted == (["Failed"] if stage == "after-rename" else []), stage
+
+        _serve(node)
+        pod = node.wait_phase(name, "Failed")
+        assert pod["reason"] == "DeletionByDeviceTaintManager", stage
+        assert [c["type"] for c in pod["conditions"]] == ["DisruptionTarget"], stage
+        wait_for(
+            lambda n=name: (node.claim(n) or {}).get("allocation", 1) is None, f"{name} to be deallocated"
+        )
+        wait_for(lambda n=name: calls(plugin, "NodeUnprepareResources", n) == 1, f"{name} to be unprepared")
+        assert calls(plugin, "NodePrepareResources", name) == 1, stage
+
+        (node.paths.manifests / "rule.yaml").unlink()
+        (node.paths.manifests / f"{name}.yaml").unlink()
+        node.wait_gone(name)
+        assert calls(plugin, "NodeUnprepareResources", name) == 1, stage
