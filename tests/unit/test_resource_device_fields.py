@@ -475,3 +475,16 @@ def test_a_user_written_allocation_with_the_new_fields_is_read() -> None:
     assert claim.allocation.node_name == "node-1" and claim.allocation.node_selector is None
     [r] = claim.allocation.results
     assert r.tolerations == (DeviceToleration("k", "Exists"),) and r.binding_conditions == ("ready",)
+
+
+def test_an_allocations_timestamp_is_read_back_and_a_bad_one_refused() -> None:
+    result = {"request": "gpu", "driver": "gpu.example.com", "pool": "p", "device": "gpu-0"}
+    stamped = {"devices": {"results": [result]}, "allocationTimestamp": "2026-07-24T10:00:00Z"}
+    allocation = read_allocation(stamped, "claim: ")
+    assert allocation is not None and allocation.allocation_timestamp == "2026-07-24T10:00:00Z"
+    assert allocation.to_json() == stamped
+    with pytest.raises(DocumentError) as refused:
+        read_document(
+            claim_doc({}, {"allocation": {**stamped, "allocationTimestamp": "yesterday"}}), "c.yaml"
+        )
+    assert "status.allocation.allocationTimestamp: 'yesterday' is not an RFC 3339 time" in str(refused.value)
