@@ -7,6 +7,7 @@ the test reads; claims and pods are manifest documents written into the daemon's
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -130,6 +131,13 @@ class DRANodeProcesses(NodeProcesses):
         os.replace(tmp, path)
         return path
 
+    def publish(self, file: str, text: str, devices: int, driver: str = DRIVER) -> None:
+        """Once the driver is registered, its slices written as `file` and read (`devices` devices): what a
+        driver publishes again after a restart of the daemon wiped the folder."""
+        wait_for(lambda: self.endpoints(driver), f"{driver} to register")
+        self.write_slices(file, text)
+        wait_for(lambda: len(self.driver_devices(driver) or ()) == devices, "the slices to be read")
+
     def close(self) -> None:
         for proc in self.dra_plugins.values():
             if proc.poll() is None:
@@ -155,6 +163,20 @@ class PluginThread:
         self._run(self.plugin.stop())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=30)
+
+
+def raw_driver_node(file: str, slices: str, devices: int) -> Iterator[tuple[DRANodeProcesses, PluginThread]]:
+    """A daemon with the raw DRA plugin registered, `slices` (of `devices` devices) published as `file`
+    and the class `gpu` written (GPU_CLASS)."""
+    for procs in dra_node_processes():
+        procs.start_daemon()
+        plugin = PluginThread(procs)
+        try:
+            procs.publish(file, slices, devices)
+            procs.write_manifest("class.yaml", GPU_CLASS)
+            yield procs, plugin
+        finally:
+            plugin.stop()
 
 
 def dra_node_processes() -> Iterator[DRANodeProcesses]:
@@ -197,6 +219,40 @@ spec:
             + "".join(f"  - {{resource: pods, name: {n}, uid: {u}}}\n" for n, u in reserved_for)
         )
     return text + ("status:\n" + "".join(status) if status else "")
+
+
+def one_slice(name: str, devices: str) -> str:
+    """The test driver's only slice of its pool on node-1, `devices` the YAML lines of `spec.devices`."""
+    return f"""apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {{name: {name}}}
+spec:
+  driver: {DRIVER}
+  nodeName: {NODE}
+  pool: {{name: {NODE}, generation: 1, resourceSliceCount: 1}}
+  devices:
+{devices}"""
+
+
+def attribute_is(attribute: str, value: str) -> str:
+    """A CEL selector: the device's attribute (of the test driver) has this string value."""
+    return f"device.attributes['{DRIVER}'].{attribute} == '{value}'"
+
+
+def claim_and_pod(name: str, selector: str | None = None, tolerations: str = "") -> str:
+    """A claim of one device of class `gpu` and a pod whose container uses it, both called `name`:
+    `selector` a CEL expression the device must meet, `tolerations` the request's (YAML flow style)."""
+    extra = f", selectors: [{{cel: {{expression: {json.dumps(selector)}}}}}]" if selector else ""
+    extra += f", tolerations: {tolerations}" if tolerations else ""
+    claim = f"""apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {{name: {name}}}
+spec:
+  devices:
+    requests:
+    - {{name: gpu, exactly: {{deviceClassName: gpu{extra}}}}}
+"""
+    return claim + "---\n" + pod_yaml(name, name)
 
 
 def pod_yaml(name: str, *claims: str, uid: str | None = None, limits: dict[str, int] | None = None) -> str:

@@ -20,20 +20,22 @@ from typing import Any
 import pytest
 
 from kubedevice.statusapi.client import StatusClient
-from tests.node_dra_helpers import DRIVER, NODE, DRANodeProcesses, PluginThread, dra_node_processes
+from tests.node_dra_helpers import (
+    DRIVER,
+    NODE,
+    DRANodeProcesses,
+    PluginThread,
+    attribute_is,
+    claim_and_pod,
+    one_slice,
+    raw_driver_node,
+)
 from tests.node_helpers import run_cli, wait_for
 
 ATTACHED = "example.com/attached"
 FAILED = "example.com/attach-failed"
 WAITING = f"waiting for binding conditions for device on node {NODE}"
 PREBIND = 'running PreBind plugin "DynamicResources": '
-CLASS = f"""apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {{name: gpu}}
-spec:
-  selectors:
-  - cel: {{expression: 'device.driver == "{DRIVER}"'}}
-"""
 
 
 def slices() -> str:
@@ -43,61 +45,12 @@ def slices() -> str:
         f"bindingConditions: [{ATTACHED}], bindingFailureConditions: [{FAILED}]}}\n"
         for name in ("wait-0", "fail-0", "fail-1", "restart-0", "slow-0")
     )
-    return f"""apiVersion: resource.k8s.io/v1
-kind: ResourceSlice
-metadata: {{name: {NODE}-attach}}
-spec:
-  driver: {DRIVER}
-  nodeName: {NODE}
-  pool: {{name: {NODE}, generation: 1, resourceSliceCount: 1}}
-  devices:
-{devices}"""
-
-
-def claim_and_pod(name: str, group: str) -> str:
-    selector = f"[{{cel: {{expression: \"device.attributes['{DRIVER}'].group == '{group}'\"}}}}]"
-    return f"""apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata: {{name: {name}}}
-spec:
-  devices:
-    requests:
-    - {{name: gpu, exactly: {{deviceClassName: gpu, selectors: {selector}}}}}
----
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}}}
-spec:
-  resourceClaims: [{{name: gpu, resourceClaimName: {name}}}]
-  containers:
-  - name: main
-    resources: {{claims: [{{name: gpu}}]}}
-"""
+    return one_slice(f"{NODE}-attach", devices)
 
 
 @pytest.fixture(scope="module")
 def started() -> Iterator[tuple[DRANodeProcesses, PluginThread]]:
-    for procs in dra_node_processes():
-        procs.start_daemon()
-        plugin = PluginThread(procs)
-        try:
-            wait_for(procs.endpoints, f"{DRIVER} to register")
-            procs.write_slices("attach.yaml", slices())
-            wait_for(lambda p=procs: len(p.driver_devices() or ()) == 5, "the slices to be read")
-            procs.write_manifest("class.yaml", CLASS)
-            yield procs, plugin
-        finally:
-            plugin.stop()
-
-
-@pytest.fixture
-def node(started: tuple[DRANodeProcesses, PluginThread]) -> DRANodeProcesses:
-    return started[0]
-
-
-@pytest.fixture
-def plugin(started: tuple[DRANodeProcesses, PluginThread]) -> PluginThread:
-    return started[1]
+    yield from raw_driver_node("attach.yaml", slices(), 5)
 
 
 def _plus(stamp: str, seconds: int) -> str:
@@ -147,9 +100,10 @@ def waiting(node: DRANodeProcesses, name: str, text: str = "") -> dict[str, Any]
 
 
 def test_a_pod_waits_for_its_binding_conditions_then_runs(
-    node: DRANodeProcesses, plugin: PluginThread
+    started: tuple[DRANodeProcesses, PluginThread],
 ) -> None:
-    node.write_manifest("wait.yaml", claim_and_pod("wait", "wait"))
+    node, plugin = started
+    node.write_manifest("wait.yaml", claim_and_pod("wait", attribute_is("group", "wait")))
     pod = waiting(node, "wait")
     assert (pod["phase"], pod["message"]) == ("Pending", WAITING)
     stamp = allocation(node, "wait")["allocationTimestamp"]
@@ -168,9 +122,10 @@ def test_a_pod_waits_for_its_binding_conditions_then_runs(
 
 
 def test_a_failure_condition_deallocates_the_claim_and_the_pod_is_allocated_again(
-    node: DRANodeProcesses, plugin: PluginThread
+    started: tuple[DRANodeProcesses, PluginThread],
 ) -> None:
-    node.write_manifest("fail.yaml", claim_and_pod("fail", "fail"))
+    node, plugin = started
+    node.write_manifest("fail.yaml", claim_and_pod("fail", attribute_is("group", "fail")))
     waiting(node, "fail")
     first = allocation(node, "fail")["devices"]["results"][0]["device"]
     report(node, "fail", first, FAILED, reason="NoPath")
@@ -192,14 +147,15 @@ def test_a_failure_condition_deallocates_the_claim_and_the_pod_is_allocated_agai
 
 
 def test_a_restart_in_the_middle_of_a_binding_wait_goes_on_with_it(
-    node: DRANodeProcesses, plugin: PluginThread
+    started: tuple[DRANodeProcesses, PluginThread],
 ) -> None:
-    node.write_manifest("restart.yaml", claim_and_pod("restart", "restart"))
+    node, plugin = started
+    node.write_manifest("restart.yaml", claim_and_pod("restart", attribute_is("group", "restart")))
     waiting(node, "restart")
     before = allocation(node, "restart")
     assert node.kill_daemon(signal.SIGKILL) == -signal.SIGKILL
     node.start_daemon()
-    node.write_slices("attach.yaml", slices())
+    node.publish("attach.yaml", slices(), 5)
     pod = waiting(node, "restart")
     # The same allocation, made before the restart: the timeout still counts from then.
     assert allocation(node, "restart") == before
@@ -209,11 +165,14 @@ def test_a_restart_in_the_middle_of_a_binding_wait_goes_on_with_it(
     assert prepared(plugin, "restart") == 1
 
 
-def test_the_binding_timeout_deallocates_the_claim_and_it_is_allocated_again(node: DRANodeProcesses) -> None:
+def test_the_binding_timeout_deallocates_the_claim_and_it_is_allocated_again(
+    started: tuple[DRANodeProcesses, PluginThread],
+) -> None:
+    node, _ = started
     node.kill_daemon(signal.SIGTERM)
     node.start_daemon("--dra-binding-timeout", "1s")
-    node.write_slices("attach.yaml", slices())
-    node.write_manifest("slow.yaml", claim_and_pod("slow", "slow"))
+    node.publish("attach.yaml", slices(), 5)
+    node.write_manifest("slow.yaml", claim_and_pod("slow", attribute_is("group", "slow")))
     said = f"{PREBIND}claim slow binding timeout; deallocation of ResourceClaim completed"
     pod = waiting(node, "slow", f"the last binding attempt: {said}")
     assert pod["phase"] == "Pending"

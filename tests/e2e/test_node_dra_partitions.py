@@ -15,7 +15,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.node_dra_helpers import DRIVER, NODE, DRANodeProcesses, PluginThread, dra_node_processes
+from tests.node_dra_helpers import (
+    DRIVER,
+    NODE,
+    DRANodeProcesses,
+    attribute_is,
+    claim_and_pod,
+    raw_driver_node,
+)
 from tests.node_helpers import wait_for
 
 
@@ -60,13 +67,6 @@ SLICES = (
     )
     + "  - {name: spare-0, attributes: {profile: {string: spare}}}\n"
 )
-CLASS = f"""apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {{name: gpu}}
-spec:
-  selectors:
-  - cel: {{expression: 'device.driver == "{DRIVER}"'}}
-"""
 RULE = """apiVersion: resource.k8s.io/v1
 kind: DeviceTaintRule
 metadata: {name: maintenance}
@@ -76,46 +76,10 @@ spec:
 """
 
 
-def claim_and_pod(name: str, profile: str, tolerations: str = "") -> str:
-    """A claim of one device of `profile` and a pod using it, both called `name`."""
-    selector = f"[{{cel: {{expression: \"device.attributes['{DRIVER}'].profile == '{profile}'\"}}}}]"
-    extra = f", tolerations: {tolerations}" if tolerations else ""
-    return f"""apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata: {{name: {name}}}
-spec:
-  devices:
-    requests:
-    - {{name: gpu, exactly: {{deviceClassName: gpu, selectors: {selector}{extra}}}}}
----
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}}}
-spec:
-  resourceClaims: [{{name: gpu, resourceClaimName: {name}}}]
-  containers:
-  - name: main
-    resources: {{claims: [{{name: gpu}}]}}
-"""
-
-
 @pytest.fixture(scope="module")
 def node() -> Iterator[DRANodeProcesses]:
-    for procs in dra_node_processes():
-        yield from _started(procs)
-
-
-def _started(procs: DRANodeProcesses) -> Iterator[DRANodeProcesses]:
-    procs.start_daemon()
-    plugin = PluginThread(procs)
-    try:
-        wait_for(procs.endpoints, f"{DRIVER} to register")
-        procs.write_slices("mig.yaml", SLICES)
-        wait_for(lambda: len(procs.driver_devices() or ()) == 9, "the slices to be read")
-        procs.write_manifest("class.yaml", CLASS)
+    for procs, _plugin in raw_driver_node("mig.yaml", SLICES, 9):
         yield procs
-    finally:
-        plugin.stop()
 
 
 def _device(node: DRANodeProcesses, claim: str) -> str | None:
@@ -136,7 +100,7 @@ def test_partitions_until_the_shared_counters_run_out_never_a_full_gpu_beside_on
 ) -> None:
     parts = [f"part-{i}" for i in range(5)]
     for name in parts:
-        node.write_manifest(f"{name}.yaml", claim_and_pod(name, "1g"))
+        node.write_manifest(f"{name}.yaml", claim_and_pod(name, attribute_is("profile", "1g")))
 
     def four_running() -> dict[str, str] | None:
         phases = _phases(node, parts)
@@ -154,7 +118,7 @@ def test_partitions_until_the_shared_counters_run_out_never_a_full_gpu_beside_on
     (node.paths.manifests / f"{waiting}.yaml").unlink()
 
     # Every GPU has partitions taken: the full GPUs' counters are used up, so the full pod waits.
-    node.write_manifest("full.yaml", claim_and_pod("full", "full"))
+    node.write_manifest("full.yaml", claim_and_pod("full", attribute_is("profile", "full")))
     pod = node.wait_message("full", "cannot allocate all claims")
     assert pod["message"] == (
         'cannot allocate all claims: ResourceClaim default/full, request "gpu": 1 matching device(s) wanted, '
@@ -172,8 +136,8 @@ def test_partitions_until_the_shared_counters_run_out_never_a_full_gpu_beside_on
 
 def test_a_tainted_device_goes_to_the_pod_that_tolerates_it(node: DRANodeProcesses) -> None:
     tolerate = "[{key: example.com/overheated, operator: Exists, effect: NoSchedule}]"
-    node.write_manifest("hot-no.yaml", claim_and_pod("hot-no", "hot"))
-    node.write_manifest("hot-yes.yaml", claim_and_pod("hot-yes", "hot", tolerate))
+    node.write_manifest("hot-no.yaml", claim_and_pod("hot-no", attribute_is("profile", "hot")))
+    node.write_manifest("hot-yes.yaml", claim_and_pod("hot-yes", attribute_is("profile", "hot"), tolerate))
     node.wait_phase("hot-yes", "Running")
     pod = node.wait_message("hot-no", "has the taint")
     assert pod["phase"] == "Pending"
@@ -191,7 +155,7 @@ def test_a_tainted_device_goes_to_the_pod_that_tolerates_it(node: DRANodeProcess
 
 def test_a_device_taint_rule_taints_a_device_until_it_is_removed(node: DRANodeProcesses) -> None:
     rule = node.write_manifest("rule.yaml", RULE)
-    node.write_manifest("spare.yaml", claim_and_pod("spare", "spare"))
+    node.write_manifest("spare.yaml", claim_and_pod("spare", attribute_is("profile", "spare")))
     pod = node.wait_message("spare", "has the taint")
     assert pod["phase"] == "Pending" and pod["message"].endswith(
         f"; {DRIVER}/{NODE}/spare-0 has the taint example.com/maintenance=planned:NoExecute, which the "

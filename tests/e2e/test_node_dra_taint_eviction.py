@@ -18,17 +18,19 @@ from typing import Any
 
 import pytest
 
-from tests.node_dra_helpers import DRIVER, NODE, DRANodeProcesses, PluginThread, dra_node_processes
+from tests.node_dra_helpers import (
+    DRIVER,
+    NODE,
+    DRANodeProcesses,
+    PluginThread,
+    attribute_is,
+    claim_and_pod,
+    one_slice,
+    raw_driver_node,
+)
 from tests.node_helpers import run_cli, wait_for
 
 DEVICES = ("ev-0", "ev-1", "ev-2")
-CLASS = f"""apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {{name: gpu}}
-spec:
-  selectors:
-  - cel: {{expression: 'device.driver == "{DRIVER}"'}}
-"""
 RULE = f"""apiVersion: resource.k8s.io/v1
 kind: DeviceTaintRule
 metadata: {{name: maintenance}}
@@ -53,61 +55,12 @@ def slices(tainted: tuple[str, ...] = ()) -> str:
         + "}\n"
         for d in DEVICES
     )
-    return f"""apiVersion: resource.k8s.io/v1
-kind: ResourceSlice
-metadata: {{name: {NODE}-evict}}
-spec:
-  driver: {DRIVER}
-  nodeName: {NODE}
-  pool: {{name: {NODE}, generation: 1, resourceSliceCount: 1}}
-  devices:
-{devices}"""
-
-
-def claim_and_pod(name: str, device: str, tolerations: str) -> str:
-    selector = f"[{{cel: {{expression: \"device.attributes['{DRIVER}'].slot == '{device}'\"}}}}]"
-    return f"""apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata: {{name: {name}}}
-spec:
-  devices:
-    requests:
-    - {{name: gpu, exactly: {{deviceClassName: gpu, selectors: {selector}, tolerations: {tolerations}}}}}
----
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}}}
-spec:
-  resourceClaims: [{{name: gpu, resourceClaimName: {name}}}]
-  containers:
-  - name: main
-    resources: {{claims: [{{name: gpu}}]}}
-"""
+    return one_slice(f"{NODE}-evict", devices)
 
 
 @pytest.fixture(scope="module")
 def started() -> Iterator[tuple[DRANodeProcesses, PluginThread]]:
-    for procs in dra_node_processes():
-        procs.start_daemon()
-        plugin = PluginThread(procs)
-        try:
-            wait_for(procs.endpoints, f"{DRIVER} to register")
-            procs.write_slices("evict.yaml", slices())
-            wait_for(lambda p=procs: len(p.driver_devices() or ()) == len(DEVICES), "the slices to be read")
-            procs.write_manifest("class.yaml", CLASS)
-            yield procs, plugin
-        finally:
-            plugin.stop()
-
-
-@pytest.fixture
-def node(started: tuple[DRANodeProcesses, PluginThread]) -> DRANodeProcesses:
-    return started[0]
-
-
-@pytest.fixture
-def plugin(started: tuple[DRANodeProcesses, PluginThread]) -> PluginThread:
-    return started[1]
+    yield from raw_driver_node("evict.yaml", slices(), len(DEVICES))
 
 
 def unprepared(plugin: PluginThread, claim: str) -> int:
@@ -128,12 +81,13 @@ def rule_status(node: DRANodeProcesses) -> list[dict[str, Any]]:
 
 
 def test_a_noexecute_taint_evicts_after_toleration_seconds_and_never_the_pod_that_tolerates_it(
-    node: DRANodeProcesses, plugin: PluginThread
+    started: tuple[DRANodeProcesses, PluginThread],
 ) -> None:
+    node, plugin = started
     for_a_while = "[{key: example.com/unhealthy, operator: Exists, effect: NoExecute, tolerationSeconds: 1}]"
     for_good = "[{key: example.com/unhealthy, operator: Exists, effect: NoExecute}]"
-    node.write_manifest("brief.yaml", claim_and_pod("brief", "ev-0", for_a_while))
-    node.write_manifest("steady.yaml", claim_and_pod("steady", "ev-1", for_good))
+    node.write_manifest("brief.yaml", claim_and_pod("brief", attribute_is("slot", "ev-0"), for_a_while))
+    node.write_manifest("steady.yaml", claim_and_pod("steady", attribute_is("slot", "ev-1"), for_good))
     node.wait_phase("brief", "Running")
     node.wait_phase("steady", "Running")
 
@@ -171,10 +125,11 @@ def test_a_noexecute_taint_evicts_after_toleration_seconds_and_never_the_pod_tha
 
 
 def test_a_device_taint_rules_countdown_survives_a_restart_and_ends_with_the_rule(
-    node: DRANodeProcesses, plugin: PluginThread
+    started: tuple[DRANodeProcesses, PluginThread],
 ) -> None:
+    node, plugin = started
     an_hour = "[{key: example.com/maintenance, operator: Exists, effect: NoExecute, tolerationSeconds: 3600}]"
-    node.write_manifest("ruled.yaml", claim_and_pod("ruled", "ev-2", an_hour))
+    node.write_manifest("ruled.yaml", claim_and_pod("ruled", attribute_is("slot", "ev-2"), an_hour))
     node.wait_phase("ruled", "Running")
     rule = node.write_manifest("rule.yaml", RULE)
 

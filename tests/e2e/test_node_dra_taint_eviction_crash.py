@@ -18,45 +18,18 @@ import pytest
 from kubedevice.checkpoint import WRITE_STAGES
 from kubedevice.node.config import POD_STATE_FAULT_ENV
 from tests.dra_plugin import Device
-from tests.node_dra_helpers import DRIVER, NODE, DRANodeProcesses, PluginThread, dra_node_processes
+from tests.node_dra_helpers import (
+    DRIVER,
+    NODE,
+    DRANodeProcesses,
+    PluginThread,
+    claim_and_pod,
+    one_slice,
+    raw_driver_node,
+)
 from tests.node_helpers import DEADLINE_S, wait_for
 
-CLASS = f"""apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {{name: gpu}}
-spec:
-  selectors:
-  - cel: {{expression: 'device.driver == "{DRIVER}"'}}
-"""
-SLICES = f"""apiVersion: resource.k8s.io/v1
-kind: ResourceSlice
-metadata: {{name: {NODE}-crash}}
-spec:
-  driver: {DRIVER}
-  nodeName: {NODE}
-  pool: {{name: {NODE}, generation: 1, resourceSliceCount: 1}}
-  devices:
-""" + "".join(f"  - {{name: cr-{i}}}\n" for i in range(len(WRITE_STAGES)))
-
-
-def claim_and_pod(name: str) -> str:
-    return f"""apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata: {{name: {name}}}
-spec:
-  devices:
-    requests:
-    - {{name: gpu, exactly: {{deviceClassName: gpu}}}}
----
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}}}
-spec:
-  resourceClaims: [{{name: gpu, resourceClaimName: {name}}}]
-  containers:
-  - name: main
-    resources: {{claims: [{{name: gpu}}]}}
-"""
+SLICES = one_slice(f"{NODE}-crash", "".join(f"  - {{name: cr-{i}}}\n" for i in range(len(WRITE_STAGES))))
 
 
 def rule(device: str) -> str:
@@ -71,21 +44,15 @@ spec:
 
 @pytest.fixture
 def started() -> Iterator[tuple[DRANodeProcesses, PluginThread]]:
-    for procs in dra_node_processes():
-        procs.start_daemon()
-        plugin = PluginThread(procs)
+    for node, plugin in raw_driver_node("crash.yaml", SLICES, len(WRITE_STAGES)):
         # A prepared device on record: a pod going Running writes no pod_state.json.
         plugin.plugin.set_default_devices(lambda claim: [Device(NODE, "cr-0")])
-        try:
-            yield procs, plugin
-        finally:
-            plugin.stop()
+        yield node, plugin
 
 
 def _serve(node: DRANodeProcesses, *, env: dict[str, str] | None = None) -> None:
     node.start_daemon(env=env)
-    wait_for(node.endpoints, f"{DRIVER} to register")
-    node.write_slices("crash.yaml", SLICES)
+    node.publish("crash.yaml", SLICES, len(WRITE_STAGES))
 
 
 def calls(plugin: PluginThread, method: str, claim: str) -> int:
@@ -96,7 +63,6 @@ def test_sigkill_inside_the_write_of_an_eviction_evicts_it_once(
     started: tuple[DRANodeProcesses, PluginThread],
 ) -> None:
     node, plugin = started
-    node.write_manifest("class.yaml", CLASS)
     for n, stage in enumerate(WRITE_STAGES):
         name = f"p{n}"
         node.kill_daemon(signal.SIGTERM)
