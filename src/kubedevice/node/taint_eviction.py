@@ -84,6 +84,8 @@ class TaintEvictionController:
         self._simulations: dict[tuple[str, str], RuleCounts] = {}
         #: rule UID -> its condition and when it last changed.
         self._conditions: dict[str, tuple[tuple[str, str, str], str]] = {}
+        #: The last slices' pools and rules, and their taints.
+        self._taints: tuple[object, object, DeviceTaints] | None = None
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -108,7 +110,7 @@ class TaintEvictionController:
         kept. Returns how long until the next deadline (at most a minute)."""
         control = self._control
         now = control.clock()
-        taints = DeviceTaints(control.slices.pools(), control.documents.taint_rules.values())
+        taints = self._device_taints()
         times = control.taint_times
         if times.observe(taints.every(), taints.pools, now):
             try:
@@ -139,6 +141,14 @@ class TaintEvictionController:
                 self._evicted.update(eviction.rule_uids())
         self.pending = pending
         return delay
+
+    def _device_taints(self) -> DeviceTaints:
+        """The devices' NoExecute taints, made again only when the slices or the rules changed (each is
+        replaced whole when it changes): a pass for a pod that starts costs nothing then."""
+        pools, rules = self._control.slices.pools(), self._control.documents.taint_rules
+        if self._taints is None or self._taints[0] is not pools or self._taints[1] is not rules:
+            self._taints = (pools, rules, DeviceTaints(pools, rules.values()))
+        return self._taints[2]
 
     def _countdowns(self, taints: DeviceTaints) -> dict[str, tuple[str, Eviction]]:
         """pod UID -> (namespace, its eviction) for every running pod a taint evicts."""
