@@ -109,7 +109,6 @@ class PodWorkers:
                 # Evicted before the restart: what its claims still hold is released (again: idempotent).
                 record.dra_pod = self._control.restored_view(record.pod, record.manifest.claims)
                 self._release(record)
-        self.running.fire()
 
     async def stop(self) -> None:
         for task in list(self._admissions.values()):
