@@ -13,21 +13,35 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from kubedevice.plugin.dra.device_model import (
+    CounterSet,
+    DeviceCapacity,
+    DeviceCounterConsumption,
+    DeviceTaint,
+)
+
 
 @dataclass(frozen=True, slots=True)
 class PublishedDevice:
-    """One device to publish: a healthy device of the DRA face.
+    """One device to publish: a device of the DRA face that is healthy, or tainted for its health.
 
     ``id`` is ``Device.id``; the backend derives the DNS-label device name and the
     ``deviceID`` attribute from it. Attribute values keep their Python type; a string
     ``"version:1.2.3"`` stays a string here and the backend publishes it as a version.
-    ``capacity`` maps a name to a quantity string (``"16Gi"``).
+    ``capacity`` maps a name to a quantity string (``"16Gi"``) or a `DeviceCapacity`. ``taints`` are
+    the device's taints as published, each with its `time_added`.
     """
 
     id: str
     attributes: Mapping[str, str | int | bool]
-    capacity: Mapping[str, str]
+    capacity: Mapping[str, str | DeviceCapacity]
     numa_nodes: tuple[int, ...] = ()
+    consumes_counters: tuple[DeviceCounterConsumption, ...] = ()
+    taints: tuple[DeviceTaint, ...] = ()
+    allow_multiple_allocations: bool = False
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+    binds_to_node: bool = False
 
 
 class ClaimFetchError(Exception):
@@ -54,9 +68,11 @@ class DRABackend(Protocol):
         Raises ClaimFetchError when it cannot be read.
         """
 
-    async def publish(self, devices: Sequence[PublishedDevice]) -> None:
-        """Replace this driver's slices with these devices; the backend publishes
-        them again whenever they vanish."""
+    async def publish(
+        self, devices: Sequence[PublishedDevice], counter_sets: Sequence[CounterSet] = ()
+    ) -> None:
+        """Replace this driver's slices with these devices and counter sets (in slices of their own); the
+        backend publishes them again whenever they vanish."""
 
 
 @runtime_checkable

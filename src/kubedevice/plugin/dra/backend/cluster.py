@@ -2,7 +2,8 @@
 
 Publication follows the Go helper's `PublishResources` (its resourceslice controller): slices named by
 `generateName: <node>-<driver>-`, owned by the Node (so they go when the Node goes), `spec.nodeName` and
-the pool named after the node, at most 128 devices a slice. One task brings the API server's slices to
+the pool named after the node, counter sets in slices of their own and at most 128 devices a slice (64
+where a device has taints or consumes counters; see slices.py). One task brings the API server's slices to
 what `publish()` last asked for: when the content differs it bumps the pool generation, updates the
 slices it can reuse, creates the missing ones and deletes the surplus; when nothing differs it writes
 nothing. A failed call is logged and the pass tried again with exponential backoff. A second task watches
@@ -22,11 +23,12 @@ from kubedevice.plugin.dra.backend.slices import (
     API_VERSION,
     KIND,
     PoolContent,
-    devices_key,
+    body_key,
     pool_content,
     slice_spec,
 )
 from kubedevice.plugin.dra.backend_api import ClaimFetchError, PublishedDevice
+from kubedevice.plugin.dra.device_model import CounterSet
 from kubedevice.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -109,12 +111,15 @@ class ClusterBackend:
         except KubeError as err:
             raise ClaimFetchError(str(err)) from None
 
-    async def publish(self, devices: Sequence[PublishedDevice]) -> None:
-        """Ask for these devices to be published; returns at once, the publishing task does the calls.
+    async def publish(
+        self, devices: Sequence[PublishedDevice], counter_sets: Sequence[CounterSet] = ()
+    ) -> None:
+        """Ask for these devices and counter sets to be published; returns at once, the publishing task
+        does the calls.
 
         Raises SliceContentError (a ValueError) for devices that cannot be published; nothing changes then.
         """
-        self._content = pool_content(devices)
+        self._content = pool_content(devices, counter_sets)
         self._dirty.set()
 
     # ------------------------------------------------------------------------------------------------
@@ -179,7 +184,7 @@ class ClusterBackend:
             self.generation = target
             log.info(
                 "published %d device(s) of %s in %d ResourceSlice(s) (pool %s, generation %d)",
-                sum(len(chunk) for chunk in content.chunks),
+                content.device_count,
                 self.driver_name,
                 content.slice_count,
                 self.node_name,
@@ -193,14 +198,14 @@ class ClusterBackend:
         if len(current) != content.slice_count:
             return False
         unmatched = list(current)
-        for chunk in content.chunks:
-            wanted = devices_key(chunk)
+        for body in content.bodies:
+            wanted = body_key(body)
             match = next(
                 (
                     s
                     for s in unmatched
                     if _pool(s).get("resourceSliceCount") == content.slice_count
-                    and devices_key(_spec(s).get("devices") or []) == wanted
+                    and body_key(_spec(s)) == wanted
                     and self._owned(s)
                 ),
                 None,

@@ -19,6 +19,7 @@ from kubedevice.plugin.dra.backend import slice_file
 from kubedevice.plugin.dra.backend.errors import DRABackendError
 from kubedevice.plugin.dra.backend.slices import PoolContent, pool_content, standalone_slices
 from kubedevice.plugin.dra.backend_api import ClaimFetchError, PublishedDevice
+from kubedevice.plugin.dra.device_model import CounterSet
 from kubedevice.statusapi.client import StatusClient, StatusClientError
 from kubedevice.statusapi.contract import claim_not_found_text
 from kubedevice.tasks import cancel_and_wait
@@ -76,15 +77,17 @@ class StandaloneBackend:
             raise ClaimFetchError(claim_not_found_text(name))
         return claim
 
-    async def publish(self, devices: Sequence[PublishedDevice]) -> None:
-        """Write the slice file for these devices; the generation goes up when the content changes (and
-        past the file's, which a restarted plugin or another instance may have written).
+    async def publish(
+        self, devices: Sequence[PublishedDevice], counter_sets: Sequence[CounterSet] = ()
+    ) -> None:
+        """Write the slice file for these devices and counter sets; the generation goes up when the content
+        changes (and past the file's, which a restarted plugin or another instance may have written).
 
         Raises SliceContentError (a ValueError) for devices that cannot be published; nothing is written then.
         """
         if self._watch is None:
             raise RuntimeError("publish() before start()")
-        content = pool_content(devices)
+        content = pool_content(devices, counter_sets)
         async with self._lock:
             # During a rolling update two instances of the driver write this file: the generation on disk
             # may be the other's, and the pool's generation must never go down.
@@ -102,7 +105,7 @@ class StandaloneBackend:
         await asyncio.to_thread(slice_file.write, self.path, text)
         log.info(
             "published %d device(s) of %s in %s (pool %s, generation %d)",
-            sum(len(chunk) for chunk in content.chunks),
+            content.device_count,
             self.driver_name,
             self.path,
             self.node_name,
