@@ -184,8 +184,8 @@ def test_a_pool_that_does_not_hold_together_is_refused(
         ),
         (
             lambda: DeviceTaint("k", "PreferNoSchedule"),  # type: ignore[arg-type]
-            'taint.effect: Unsupported value: "PreferNoSchedule": supported values: "NoExecute", "NoSchedule", '
-            '"None"',
+            'taint.effect: Unsupported value: "PreferNoSchedule": supported values: "NoExecute", '
+            '"NoSchedule", "None"',
         ),
         (lambda: DeviceTaint("k", "NoSchedule", "v" * 64), "taint.value: Invalid value"),
         (lambda: DeviceTaint("k", "NoSchedule", time_added=datetime(2026, 1, 1)), "must carry a time zone"),
@@ -228,8 +228,8 @@ def test_a_pool_that_does_not_hold_together_is_refused(
         ),
         (
             lambda: Device("g", binding_conditions=("Attached",)),
-            "device 'g': device.bindingFailureConditions: Invalid value: \"null\": bindingFailureConditions are "
-            "required to use bindingConditions",
+            "device 'g': device.bindingFailureConditions: Invalid value: \"null\": "
+            "bindingFailureConditions are required to use bindingConditions",
         ),
         (
             lambda: Device("g", binding_conditions=("A",), binding_failure_conditions=("A",)),
@@ -333,11 +333,13 @@ def taint(**fields: Any) -> dict[str, Any]:
         ),
         (
             spec(devices=[{"name": "d", "nodeName": "node-1"}]),
-            'spec.devices[0]: Invalid value: "null": `nodeName`, `nodeSelector` and `allNodes` can only be set',
+            'spec.devices[0]: Invalid value: "null": `nodeName`, `nodeSelector` and `allNodes` can only be '
+            "set",
         ),
         (
             {**spec(devices=[{"name": "d"}]), "nodeName": None, "perDeviceNodeSelection": True},
-            "spec.devices[0]: Required value: exactly one of `nodeName`, `nodeSelector`, or `allNodes` is required",
+            "spec.devices[0]: Required value: exactly one of `nodeName`, `nodeSelector`, or `allNodes` is "
+            "required",
         ),
         ({**spec(devices=[]), "nodeName": None}, "spec: Required value: exactly one of `nodeName`"),
         ({**spec(devices=[]), "allNodes": True}, "but multiple fields are set"),
@@ -351,7 +353,8 @@ def taint(**fields: Any) -> dict[str, Any]:
         ),
         (
             spec(devices=[{"name": "d", "attributes": {"v": {"version": "1.2"}}}]),
-            'spec.devices[0].attributes[v].version: Invalid value: "1.2": must be a string compatible with semver',
+            'spec.devices[0].attributes[v].version: Invalid value: "1.2": must be a string compatible with '
+            "semver",
         ),
         (
             spec(devices=[{"name": "d", "attributes": {"v": {"int": 1, "bool": True}}}]),
