@@ -61,8 +61,10 @@ class Device:
     #: (consumable capacity); each allocation gets a share ID and its consumed capacity.
     allow_multiple_allocations: bool = False
     #: DRA: condition types that must be True on the allocated device's status before its pod is bound
-    #: (`DevicePlugin.set_device_condition`), and those that, True, fail the binding. Both or neither.
+    #: (`DevicePlugin.set_device_condition`): an attach-on-demand device. Only with failure conditions.
     binding_conditions: Sequence[str] = ()
+    #: DRA: condition types that, True on the allocated device's status, fail the binding: the claim is
+    #: allocated again. Only with binding conditions.
     binding_failure_conditions: Sequence[str] = ()
     #: DRA: an allocation of the device is bound to the node it was made for.
     binds_to_node: bool = False

@@ -6,6 +6,7 @@ Set `driver_name` on the plugin and serve it with ``serve(plugin, api="dra")`` (
 consumes, taints, shared capacities, binding conditions) are the types of `device_model`.
 """
 
+from kubedevice.plugin.dra.backend_api import ClaimFetchError, ClaimStatusError
 from kubedevice.plugin.dra.device_model import (
     CapacityRange,
     CapacityRequestPolicy,
@@ -13,20 +14,24 @@ from kubedevice.plugin.dra.device_model import (
     DeviceCapacity,
     DeviceCounterConsumption,
     DeviceTaint,
-    TaintEffect,
+    TaintEffect,  # noqa: F401  (importable; DeviceTaint's section lists the effects)
 )
 from kubedevice.plugin.dra.model import AllocatedDevice, Claim, ClaimRef, PreparedDevice
+from kubedevice.resource.device_status import DeviceCondition, NetworkDeviceData
 
 __all__ = [
     "AllocatedDevice",
     "CapacityRange",
     "CapacityRequestPolicy",
     "Claim",
+    "ClaimFetchError",
     "ClaimRef",
+    "ClaimStatusError",
     "CounterSet",
     "DeviceCapacity",
+    "DeviceCondition",
     "DeviceCounterConsumption",
     "DeviceTaint",
+    "NetworkDeviceData",
     "PreparedDevice",
-    "TaintEffect",
 ]

@@ -9,8 +9,9 @@ The SDK talks to either through this one protocol; ``backend/`` implements it an
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from kubedevice.plugin.dra.device_model import (
@@ -49,6 +50,15 @@ class ClaimFetchError(Exception):
     e.g. ``resourceclaims.resource.k8s.io "c1" not found``."""
 
 
+class ClaimStatusError(Exception):
+    """A claim's status could not be written; ``str()`` is one line: the refusal as the API server (or the
+    node daemon in its place) worded it, or why it could not be asked."""
+
+
+#: Given the claim as just read (resource.k8s.io/v1 JSON), this driver's `status.devices` entries to write.
+StatusEntries = Callable[[dict[str, Any]], list[dict[str, Any]]]
+
+
 class DRABackend(Protocol):
     """Where claims come from and slices go to."""
 
@@ -85,3 +95,28 @@ class AllocationSource(Protocol):
 
     async def allocated_devices(self) -> set[str]:
         """Device names (as published) that an allocated claim names; raises when that cannot be read."""
+
+
+@runtime_checkable
+class PublishedTaints(Protocol):
+    """Optional for a backend: the times of the taints this driver published before it (re)started, so
+    that a taint published again keeps its `timeAdded` (and a NoExecute taint's countdown its start)."""
+
+    async def published_taint_times(self) -> dict[tuple[str, str, str, str], datetime]:
+        """(device name, key, value, effect) -> timeAdded of each taint in this driver's published slices
+        on this node; empty when they cannot be read."""
+
+
+@runtime_checkable
+class ClaimStatusSink(Protocol):
+    """Optional for a backend: writing this driver's part of a claim's `status.devices`, and listing the
+    allocated claims (for a driver that acts before prepare: binding conditions)."""
+
+    async def update_claim_status(self, namespace: str, name: str, entries: StatusEntries) -> None:
+        """Read the claim, and replace this driver's `status.devices` entries with `entries(claim)`; other
+        drivers' entries stay. Raises ClaimFetchError when the claim cannot be read, ClaimStatusError when
+        the write is refused; what `entries` raises goes through."""
+
+    async def list_claims(self) -> list[dict[str, Any]]:
+        """Every allocated claim the backend can see, as resource.k8s.io/v1 JSON (metadata, status's
+        allocation and devices). Raises ClaimFetchError when they cannot be read."""

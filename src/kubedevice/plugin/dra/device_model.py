@@ -78,6 +78,7 @@ class DeviceTaint:
         return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
 
     def to_json(self) -> dict[str, Any]:
+        """The taint as resource.k8s.io/v1 writes it."""
         out: dict[str, Any] = {"key": self.key}
         if self.value:
             out["value"] = self.value
@@ -107,6 +108,7 @@ class CounterSet:
         refuse(f"counter set {self.name}", validate_counter_set(self.to_json(), "counterSet"))
 
     def to_json(self) -> dict[str, Any]:
+        """The counter set as resource.k8s.io/v1 writes it."""
         return {"name": self.name, "counters": _counters_json(self.counters)}
 
 
@@ -115,6 +117,7 @@ class DeviceCounterConsumption:
     """What a device uses up of one counter set (`counter_set`, by name) while it is allocated."""
 
     counter_set: str
+    #: Counter name -> the quantity the device uses of it; each counter must be one of the set's.
     counters: Mapping[str, str] = field(hash=False)
 
     def __post_init__(self) -> None:
@@ -125,6 +128,7 @@ class DeviceCounterConsumption:
         )
 
     def to_json(self) -> dict[str, Any]:
+        """The consumption as resource.k8s.io/v1 writes it."""
         return {"counterSet": self.counter_set, "counters": _counters_json(self.counters)}
 
 
@@ -135,9 +139,11 @@ class CapacityRange:
 
     min: str
     max: str | None = None
+    #: The size of the steps from `min`; None: any amount in the range.
     step: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The range as resource.k8s.io/v1 writes it."""
         out = {"min": self.min}
         out.update({k: v for k, v in (("max", self.max), ("step", self.step)) if v is not None})
         return out
@@ -156,6 +162,7 @@ class CapacityRequestPolicy:
         object.__setattr__(self, "valid_values", tuple(self.valid_values))
 
     def to_json(self) -> dict[str, Any]:
+        """The policy as resource.k8s.io/v1 writes it."""
         out: dict[str, Any] = {}
         if self.default is not None:
             out["default"] = self.default
@@ -171,13 +178,16 @@ class DeviceCapacity:
     """A capacity with a request policy, for a device with `allow_multiple_allocations`; a plain capacity
     is just its quantity string in `Device.capacity`."""
 
+    #: The device's whole capacity (a quantity).
     value: str
+    #: How one allocation consumes it; None: any amount up to what is left.
     request_policy: CapacityRequestPolicy | None = None
 
     def __post_init__(self) -> None:
         refuse(f"capacity {self.value}", validate_capacity({"capacity": self.to_json()}, True, "capacity"))
 
     def to_json(self) -> dict[str, Any]:
+        """The capacity as resource.k8s.io/v1 writes it."""
         out: dict[str, Any] = {"value": self.value}
         if self.request_policy is not None:
             out["requestPolicy"] = self.request_policy.to_json()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from kubedevice.backoff import Backoff
@@ -26,8 +27,14 @@ from kubedevice.plugin.dra.backend.slices import (
     body_key,
     pool_content,
     slice_spec,
+    taint_times,
 )
-from kubedevice.plugin.dra.backend_api import ClaimFetchError, PublishedDevice
+from kubedevice.plugin.dra.backend_api import (
+    ClaimFetchError,
+    ClaimStatusError,
+    PublishedDevice,
+    StatusEntries,
+)
 from kubedevice.plugin.dra.device_model import CounterSet
 from kubedevice.tasks import cancel_and_wait
 
@@ -35,6 +42,9 @@ if TYPE_CHECKING:
     from kubedevice.plugin.dra.backend.kube import KubeApi
 
 log = logging.getLogger(__name__)
+
+#: How often a claim's status update is tried when it conflicts with other writers.
+_STATUS_TRIES = 6
 
 
 class ClusterBackend:
@@ -110,6 +120,51 @@ class ClusterBackend:
             return await self._api.get_claim(namespace, name)
         except KubeError as err:
             raise ClaimFetchError(str(err)) from None
+
+    async def update_claim_status(self, namespace: str, name: str, entries: StatusEntries) -> None:
+        """UpdateStatus of the claim with this driver's entries (others' kept), read and written again
+        when someone changed the claim in between (409 Conflict), as a controller's update loop does."""
+        from kubedevice.plugin.dra.backend.kube import KubeError
+
+        for _ in range(_STATUS_TRIES - 1):
+            claim = await self.get_claim(namespace, name)
+            status = claim.setdefault("status", {})
+            others = [e for e in status.get("devices") or [] if e.get("driver") != self.driver_name]
+            status["devices"] = others + entries(claim)
+            try:
+                assert self._api is not None  # get_claim raised otherwise
+                await self._api.replace_claim_status(claim)
+                return
+            except KubeError as err:
+                if err.code != 409:
+                    raise ClaimStatusError(str(err)) from None
+        raise ClaimStatusError(
+            f"claim {namespace}/{name} kept changing: {_STATUS_TRIES - 1} updates conflicted"
+        )
+
+    async def list_claims(self) -> list[dict[str, Any]]:
+        from kubedevice.plugin.dra.backend.kube import KubeError
+
+        if self._api is None:
+            raise ClaimFetchError("the API server connection is not started")
+        try:
+            claims = await self._api.list_claims()
+        except KubeError as err:
+            raise ClaimFetchError(str(err)) from None
+        return [c for c in claims if (c.get("status") or {}).get("allocation")]
+
+    async def published_taint_times(self) -> dict[tuple[str, str, str, str], datetime]:
+        """The taints' times in this driver's slices on this node, as the API server holds them."""
+        from kubedevice.plugin.dra.backend.kube import KubeError
+
+        if self._api is None:
+            return {}
+        try:
+            listing = await self._api.list_slices(self.driver_name, self.node_name)
+        except KubeError as err:
+            log.warning("cannot read the taints published before: %s", err)
+            return {}
+        return taint_times(_spec(item) for item in listing.items)
 
     async def publish(
         self, devices: Sequence[PublishedDevice], counter_sets: Sequence[CounterSet] = ()

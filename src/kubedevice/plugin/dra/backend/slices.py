@@ -8,9 +8,10 @@ refuse it too, but only after the slice was sent, and the retries would never en
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -294,3 +295,21 @@ def _canonical(value: Any, key: str) -> Any:
         except ValueError:
             return ("unreadable", value)
     return value
+
+
+def taint_times(specs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str, str], datetime]:
+    """(device name, key, value, effect) -> timeAdded of each taint in these slice specs (unreadable
+    entries skipped): what a restarted driver keeps."""
+    times: dict[tuple[str, str, str, str], datetime] = {}
+    for spec in specs:
+        for device in spec.get("devices") or ():
+            for taint in (device.get("taints") or ()) if isinstance(device, Mapping) else ():
+                with contextlib.suppress(AttributeError, KeyError, TypeError, ValueError):
+                    key = (
+                        str(device["name"]),
+                        str(taint["key"]),
+                        str(taint.get("value", "")),
+                        str(taint["effect"]),
+                    )
+                    times[key] = datetime.fromisoformat(taint["timeAdded"])
+    return times
