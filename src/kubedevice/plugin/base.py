@@ -186,8 +186,8 @@ class DevicePlugin:
         network_data: NetworkDeviceData | None = None,
     ) -> None:
         """DRA face: report an allocated device (one of `claim`'s results, a share of it included) in the
-        claim's `status.devices`: its `conditions` (None: keep the reported ones), driver `data` (a JSON
-        object) and `network_data`; `kubectl get resourceclaim` and `kubedevice claims` show them.
+        claim's `status.devices`: its `conditions`, driver `data` (a JSON object) and `network_data`; what
+        is None stays as reported before. `kubectl get resourceclaim` and `kubedevice claims` show them.
 
         Written through the node daemon's status API (standalone) or the API server's status
         subresource (cluster mode). Raises ClaimFetchError when the claim cannot be read and

@@ -32,13 +32,6 @@ from kubedevice.resource.device_status import (
 DEFAULT_REASON = "Reported"
 
 
-class _Keep:
-    """The default of a field a write leaves as it is."""
-
-
-KEEP: Any = _Keep()
-
-
 @dataclass
 class ClaimStatusWriter:
     """Writes one driver's entries of claims' `status.devices`, one write at a time."""
@@ -55,11 +48,11 @@ class ClaimStatusWriter:
         *,
         conditions: Sequence[DeviceCondition] | None = None,
         condition: DeviceCondition | None = None,
-        data: Any = KEEP,
-        network_data: NetworkDeviceData | None = KEEP,
+        data: Any = None,
+        network_data: NetworkDeviceData | None = None,
     ) -> None:
-        """Set the device's entry: all its `conditions` (None: keep them), or one `condition` among them,
-        its `data` and `network_data` (KEEP: as they are; None: removed)."""
+        """Set the device's entry: all its `conditions`, or one `condition` among them, its `data` and
+        `network_data`; what is None stays as it was reported."""
         if not isinstance(self.backend, ClaimStatusSink):
             raise ClaimStatusError(f"{type(self.backend).__name__} cannot write a claim's status")
         now = rfc3339(self.now())
@@ -76,8 +69,8 @@ class ClaimStatusWriter:
             entry = replace(
                 entry,
                 conditions=tuple(_timed(c, kept, now) for c in given),
-                data=entry.data if data is KEEP else data,
-                network_data=entry.network_data if network_data is KEEP else network_data,
+                data=entry.data if data is None else data,
+                network_data=entry.network_data if network_data is None else network_data,
             )
             return [e.to_json() for e in ours if e.key != key] + [entry.to_json()]
 
@@ -117,4 +110,4 @@ def _timed(condition: DeviceCondition, kept: Sequence[DeviceCondition], now: str
     return replace(condition, last_transition_time=time or now, reason=condition.reason or DEFAULT_REASON)
 
 
-__all__ = ["DEFAULT_REASON", "KEEP", "ClaimStatusWriter", "StatusDecodeError"]
+__all__ = ["DEFAULT_REASON", "ClaimStatusWriter"]

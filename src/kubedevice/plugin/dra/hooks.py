@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kubedevice.plugin.dra.backend_api import ClaimStatusSink, DRABackend
-from kubedevice.plugin.dra.claim_status import KEEP, ClaimStatusWriter
+from kubedevice.plugin.dra.claim_status import ClaimStatusWriter
 from kubedevice.plugin.dra.device_model import DeviceTaint
 from kubedevice.plugin.dra.model import AllocatedDevice, Claim, ClaimRef, claim_from_json
 from kubedevice.plugin.dra.taints import TaintBook
@@ -53,7 +53,7 @@ class DriverHooks:
     async def set_device_condition(
         self, claim: ClaimRef, device: AllocatedDevice, condition: DeviceCondition
     ) -> None:
-        await self.status.write(claim, device, condition=condition, data=KEEP, network_data=KEEP)
+        await self.status.write(claim, device, condition=condition)
 
     async def allocated_claims(self) -> list[Claim]:
         """The allocated claims with a result of this driver in its pool (the node's), in name order."""
