@@ -22,7 +22,8 @@ from kubedevice.resource.model import (
 )
 from kubedevice.scheduler.cel import CelSelectors
 from kubedevice.scheduler.config import build_config
-from kubedevice.scheduler.explain import explain_failure
+from kubedevice.scheduler.explain import explain_failure, explain_requests
+from kubedevice.scheduler.explanation import RequestExplanation
 from kubedevice.scheduler.request import (
     ADMIN_ACCESS_LABEL,
     AllocationRequest,
@@ -55,25 +56,30 @@ def allocate(request: AllocationRequest, selectors: CelSelectors | None = None) 
         _check_admitted(claim, request.namespaces)
     cel = selectors if selectors is not None else CelSelectors()
     candidates = _candidates(request.pools)
+    search: Search | None = None
     try:
         search = _prepare(request, candidates, cel)
         found = search.run()
     except SearchError as err:
-        raise Unschedulable(err.message) from err
+        raise Unschedulable(err.message, _explanation(search, request)) from err
     except RecursionError as err:
         # One stack frame per wanted device: only a pod wanting several hundred devices gets here.
         raise Unschedulable(
-            "cannot allocate all claims: the pod's claims want more devices than one search can take"
+            "cannot allocate all claims: the pod's claims want more devices than one search can take",
+            _explanation(search, request),
         ) from err
     if not found:
+        explanation = explain_requests(search, request.claims)
         invalid = [p for p in _ordered(request.pools) if p.invalid is not None]
         if invalid:
             # Upstream's answer when the search failed and some pool could not be used at all.
             pool = invalid[0]
             raise Unschedulable(
-                f"invalid resource pools were encountered: {pool.driver}/{pool.name}: {pool.invalid}"
+                f"invalid resource pools were encountered: {pool.driver}/{pool.name}: {pool.invalid}",
+                explanation,
             )
-        raise Unschedulable("cannot allocate all claims: " + explain_failure(search, request.claims))
+        message = "cannot allocate all claims: " + explain_failure(search, request.claims)
+        raise Unschedulable(message, explanation)
     allocations: list[AllocationResult] = []
     for index, claim in enumerate(request.claims):
         results = tuple(
@@ -89,6 +95,11 @@ def allocate(request: AllocationRequest, selectors: CelSelectors | None = None) 
         config = build_config(claim.spec, index, search)
         allocations.append(AllocationResult(results=results, config=config, node_name=request.node_name))
     return allocations
+
+
+def _explanation(search: Search | None, request: AllocationRequest) -> tuple[RequestExplanation, ...]:
+    """The explanation of a search that ended in an error (none when it never started)."""
+    return explain_requests(search, request.claims) if search is not None else ()
 
 
 def _check_admitted(claim: ClaimToAllocate, namespaces: Mapping[str, NamespaceDocument]) -> None:

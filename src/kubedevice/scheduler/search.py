@@ -79,35 +79,56 @@ class Taken:
 
 
 class MatchAttribute:
-    """`matchAttribute`: every device of the named requests has the attribute with one type and value."""
+    """`matchAttribute`: every device of the named requests has the attribute, and their values meet.
+
+    Set semantics, as upstream's allocator with DRAListTypeAttributes (constraint.go): a value is the set
+    of its elements (a scalar is a set of one), and the devices match while the intersection of their
+    sets is not empty; values of different kinds never meet. For scalars this is "the same type and
+    value". Each device narrows the intersection; giving it back restores the one before (upstream keeps
+    the narrowed one, which can miss an allocation the API's rule allows: see docs/kubelet-map.md).
+    """
 
     def __init__(self, constraint: DeviceConstraint, attribute: str) -> None:
         self._requests = frozenset(constraint.requests)
-        self._attribute = attribute
-        self._first: AttributeValue | None = None
-        self._count = 0
+        self.attribute = attribute
+        #: The intersection after each device added, the last one current.
+        self._sets: list[tuple[str, frozenset[int | bool | str]]] = []
 
-    def _applies(self, request: str, subrequest: str) -> bool:
+    def applies(self, request: str, subrequest: str) -> bool:
         if not self._requests:
             return True
         return request in self._requests or (bool(subrequest) and f"{request}/{subrequest}" in self._requests)
 
-    def add(self, request: str, subrequest: str, candidate: Candidate) -> bool:
-        if not self._applies(request, subrequest):
-            return True
-        value = lookup_attribute(candidate, self._attribute)
+    @property
+    def current(self) -> tuple[str, frozenset[int | bool | str]] | None:
+        """The (kind, values) every device added so far shares; None before the first one."""
+        return self._sets[-1] if self._sets else None
+
+    def meets(self, candidate: Candidate) -> tuple[str, frozenset[int | bool | str]] | None:
+        """The intersection with the candidate added, or None when it cannot be added."""
+        value = lookup_attribute(candidate, self.attribute)
         if value is None:
+            return None
+        kind, values = value.as_set()
+        if self._sets:
+            kind_now, now = self._sets[-1]
+            values = values & now if kind == kind_now else frozenset()
+            if not values:
+                return None
+        return kind, values
+
+    def add(self, request: str, subrequest: str, candidate: Candidate) -> bool:
+        if not self.applies(request, subrequest):
+            return True
+        narrowed = self.meets(candidate)
+        if narrowed is None:
             return False
-        if self._count == 0:
-            self._first = value
-        elif self._first is None or (value.kind, value.value) != (self._first.kind, self._first.value):
-            return False
-        self._count += 1
+        self._sets.append(narrowed)
         return True
 
     def remove(self, request: str, subrequest: str) -> None:
-        if self._applies(request, subrequest):
-            self._count -= 1
+        if self.applies(request, subrequest):
+            self._sets.pop()
 
 
 def lookup_attribute(candidate: Candidate, name: str) -> AttributeValue | None:
