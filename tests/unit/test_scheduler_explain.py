@@ -264,6 +264,7 @@ def test_the_message_is_unchanged_and_the_explanation_beside_it(cel: CelSelector
         "ruledOut": [
             {"rule": "in use", "count": 1, "first": d("gpu-1"), "detail": "held by an allocated claim"}
         ],
+        "text": one.text(),
     }
 
 

@@ -53,6 +53,7 @@ from kubedevice.scheduler.allocator import (
     check_admin_access,
 )
 from kubedevice.scheduler.cel import CelSelectors
+from kubedevice.scheduler.explanation import RequestExplanation
 from kubedevice.scheduler.request import UNSCHEDULABLE
 
 __all__ = [
@@ -76,15 +77,19 @@ class DRAContext:
     cache: Sequence[ClaimInfoState] = ()
     #: The daemon's long-lived CEL selectors (their cache keeps searches cheap).
     selectors: CelSelectors | None = None
+    #: The node's labels, matched by node selectors (`kubernetes.io/hostname` among them).
+    node_labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class Waiting:
-    """Why a pod stays Pending: its status reason, message and (for a missing template) detail."""
+    """Why a pod stays Pending: its status reason, message and (for a missing template) detail; and, when
+    the search found nothing, per request what ruled the devices out (`Unschedulable.explanation`)."""
 
     reason: str
     message: str
     detail: str = ""
+    explanation: tuple[RequestExplanation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,11 +232,12 @@ class _Step:
             in_use=devices_in_use(self.state, context.documents, context.cache),
             namespaces=context.documents.namespaces,
             node_name=context.node_name,
+            node_labels=context.node_labels,
         )
         try:
             allocations = allocate(request, context.selectors)
         except Unschedulable as err:
-            return Waiting(UNSCHEDULABLE, err.message)
+            return Waiting(UNSCHEDULABLE, err.message, explanation=err.explanation)
         for (key, claim), allocation in zip(wanted, allocations, strict=True):
             record = self.record(key) or ClaimRecord(uid=claim.meta.uid)
             self.updates[key] = replace(record, allocation=allocation)

@@ -59,7 +59,11 @@ async def start_dra(
         raise NodeStartError(str(err)) from None
     try:
         control = await ControlPlane.load(
-            paths.root, paths.resourceslices, node_name=config.node_name, use_inotify=config.use_inotify
+            paths.root,
+            paths.resourceslices,
+            node_name=config.node_name,
+            node_labels=config.labels,
+            use_inotify=config.use_inotify,
         )
     except ClaimStoreError as err:
         raise NodeStartError(str(err)) from None

@@ -47,6 +47,11 @@ def is_qualified_name(value: str) -> bool:
     return 0 < len(name) <= 63 and QUALIFIED_NAME.fullmatch(name) is not None
 
 
+def is_label_value(value: str) -> bool:
+    """Kubernetes' IsValidLabelValue: empty, or at most 63 characters of a qualified name's part."""
+    return value == "" or (len(value) <= 63 and QUALIFIED_NAME.fullmatch(value) is not None)
+
+
 def is_extended_resource_name(name: str) -> bool:
     """Kubernetes' IsExtendedResourceName: `vendor.domain/name`, not native, not `requests.`."""
     if "/" not in name or "kubernetes.io/" in name:

@@ -77,4 +77,5 @@ class RequestExplanation:
             "fit": self.fit,
             "allocationMode": "All" if self.all_mode else "ExactCount",
             "ruledOut": [r.to_json() for r in self.ruled_out],
+            "text": self.text(),
         }
