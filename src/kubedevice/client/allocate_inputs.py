@@ -85,7 +85,10 @@ def read_inputs(
     inputs = Inputs()
     for path in paths:
         for file in _files(path):
-            for document in _documents(file, selectors):
+            # A folder's file is named by its name there, as the daemon names a manifest (the name is
+            # part of a document's default UID, which must match the daemon's decisions).
+            source = file.name if file != path else str(file)
+            for document in _documents(file, selectors, source):
                 inputs.add(document)
     if claim_store is not None:
         try:
@@ -122,8 +125,9 @@ def _content(file: Path) -> bytes:
         raise InputError(f"{file}: cannot read: {err.strerror or err} — give a file you can read") from None
 
 
-def _documents(file: Path, selectors: CelSelectors, pods: list[Any] | None = None) -> list[Any]:
-    """The file's documents, read; its Pods are skipped, or put in `pods` (decoded) when given."""
+def _documents(file: Path, selectors: CelSelectors, source: str, pods: list[Any] | None = None) -> list[Any]:
+    """The file's documents, read (`source` names where, in their default UIDs); its Pods are skipped,
+    or put in `pods` (decoded) when given."""
     content = _content(file)
     try:
         docs = load_documents(file.name, content)
@@ -138,7 +142,7 @@ def _documents(file: Path, selectors: CelSelectors, pods: list[Any] | None = Non
             continue
         where = f"document {index + 1}: " if len(docs) > 1 else ""
         try:
-            out.append(read_document(doc, str(file), selectors))
+            out.append(read_document(doc, source, selectors))
         except DocumentError as err:
             raise InputError(
                 f"{file}: {where if err.anonymous else ''}{err} — fix the document (the API server "
@@ -150,7 +154,7 @@ def _documents(file: Path, selectors: CelSelectors, pods: list[Any] | None = Non
 def _pod(file: Path, selectors: CelSelectors, inputs: Inputs) -> PodManifest:
     """The one Pod of `file`; the file's other documents join the inputs."""
     pods: list[Any] = []
-    for document in _documents(file, selectors, pods):
+    for document in _documents(file, selectors, str(file), pods):
         inputs.add(document)
     if len(pods) != 1:
         raise InputError(f"--pod {file}: has {len(pods)} Pods — give a file with one Pod")
