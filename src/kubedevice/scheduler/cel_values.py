@@ -100,7 +100,7 @@ class CelValues:
         """CEL function name -> implementation; members shared by both types dispatch on the receiver."""
         return {
             "quantity": lambda s: self.quantity(s),
-            "includes": _includes,
+            "includes": includes,
             "isQuantity": _accepts(parse_quantity),
             "semver": lambda s, normalize=False: self.semver(s, normalize),
             "isSemver": _accepts(parse_semver),
@@ -136,7 +136,7 @@ class CelValues:
 INCLUDES_MAX_VALUES = 48
 
 
-def _includes(target: Any, value: Any) -> bool:
+def includes(target: Any, value: Any) -> bool:
     """`<target>.includes(<value>)` as upstream's `includesFunc` (cel/compile.go): whether a list has an
     element equal to `value` (walking at most 48 elements, an error past them), or a single value is
     equal to it."""
