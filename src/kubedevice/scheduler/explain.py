@@ -139,19 +139,17 @@ def _request_selector(p: RulePass, data: RequestData, candidate: Candidate) -> s
 
 
 def _failed_selector(search: Search, candidate: Candidate, selectors: Sequence[str]) -> str | None:
-    """The first selector false on the device (its expression), or the one that failed on it (with
-    the error); None when all are true."""
-    for expression in selectors:
-        if candidate.cel is None:
-            candidate.cel = search.selectors.device(candidate.id[0], candidate.device)
-        try:
-            if not search.selectors.matches(expression, candidate.cel):
-                return expression
-        except SelectorCompileError as err:
-            return f"{expression} (CEL compile error: {err.message})"
-        except CelRuntimeError as err:
-            return f"{expression} (CEL runtime error: {err.message})"
-    return None
+    """The first selector false on the device (its expression, with the error when it failed on it);
+    None when all are true."""
+    failed = search.failed_selector(candidate, selectors)
+    if failed is None:
+        return None
+    i, err = failed
+    if isinstance(err, SelectorCompileError):
+        return f"{selectors[i]} (CEL compile error: {err.message})"
+    if isinstance(err, CelRuntimeError):
+        return f"{selectors[i]} (CEL runtime error: {err.message})"
+    return selectors[i]
 
 
 def _constraint(p: RulePass, data: RequestData, candidate: Candidate) -> str | None:

@@ -196,20 +196,33 @@ class Search:
     def _selectors_match(
         self, data: RequestData, candidate: Candidate, selectors: tuple[str, ...], of_class: bool
     ) -> bool:
+        failed = self.failed_selector(candidate, selectors)
+        if failed is None:
+            return True
+        i, err = failed
         owner = f"class {data.device_class.meta.name}" if of_class else f"claim {data.claim}"
+        if isinstance(err, SelectorCompileError):
+            raise SearchError(f"{owner}: selector #{i}: CEL compile error: {err.message}") from err
+        if isinstance(err, CelRuntimeError):
+            raise SearchError(
+                f"{owner}: selector #{i} on device {candidate.text()}: CEL runtime error: {err.message}"
+            ) from err
+        return False
+
+    def failed_selector(
+        self, candidate: Candidate, selectors: Sequence[str]
+    ) -> tuple[int, SelectorCompileError | CelRuntimeError | None] | None:
+        """The first of `selectors` that is false on the device (its index, None) or fails on it (its
+        index, the error); None when every one is true. No side effect but the device's CEL view kept."""
         for i, expression in enumerate(selectors):
             if candidate.cel is None:
                 candidate.cel = self.selectors.device(candidate.id[0], candidate.device)
             try:
                 if not self.selectors.matches(expression, candidate.cel):
-                    return False
-            except SelectorCompileError as err:
-                raise SearchError(f"{owner}: selector #{i}: CEL compile error: {err.message}") from err
-            except CelRuntimeError as err:
-                raise SearchError(
-                    f"{owner}: selector #{i} on device {candidate.text()}: CEL runtime error: {err.message}"
-                ) from err
-        return True
+                    return i, None
+            except (SelectorCompileError, CelRuntimeError) as err:
+                return i, err
+        return None
 
     # --- the search -------------------------------------------------------------------------------
 
