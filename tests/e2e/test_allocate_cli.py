@@ -133,6 +133,35 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], line: str) -> None:
     assert done.stderr.count("\n") == 1 and " — " in done.stderr
 
 
+def test_a_pod_naming_what_the_inputs_lack_is_one_line(tmp_path: Path) -> None:
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(
+        """apiVersion: v1
+kind: Pod
+metadata: {name: training}
+spec:
+  resourceClaims:
+  - {name: gpus, resourceClaimTemplateName: two-gpus}
+  - {name: other, resourceClaimName: other}
+  containers:
+  - name: main
+"""
+    )
+    done = allocate(str(DRIVER), "--pod", str(pod), "--node", "node-1")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "error: allocate: pod default/training: ResourceClaimTemplate default/two-gpus not found "
+        "in the inputs — give the file that holds it\n"
+    )
+    templates = REPO / "examples" / "allocate" / "training-pod.yaml"
+    done = allocate(str(DRIVER), str(templates), "--pod", str(pod), "--node", "node-1")
+    assert (done.returncode, done.stderr) == (
+        2,
+        "error: allocate: pod default/training: ResourceClaim default/other is not in the inputs "
+        "— give the file that holds it\n",
+    )
+
+
 def test_a_document_the_api_server_would_refuse_names_file_and_field(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(BIG.read_text().replace("count: 2", "count: 0"))
