@@ -30,7 +30,7 @@ def allocate(
     paths: list[str] = typer.Argument(
         None,
         help="Files or folders of documents [default: the daemon's folders under --root-dir].",
-        metavar="PATH",
+        metavar="PATH...",
     ),
     root_dir: str | None = typer.Option(
         None,

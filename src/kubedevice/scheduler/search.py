@@ -308,13 +308,13 @@ class Search:
         for i, constraint in enumerate(constraints):
             if constraint.add(request, subrequest, candidate):
                 continue
+            for earlier in constraints[:i]:
+                earlier.remove(request, subrequest)
             if must:
                 raise SearchError(
                     f"claim {self.claims[c]}, request {data.name}: cannot add device {candidate.text()} "
                     "because a claim constraint would not be satisfied"
                 )
-            for earlier in constraints[:i]:
-                earlier.remove(request, subrequest)
             return None
         self._allocating.setdefault(candidate.id, set()).add(c)
         results = self.results[c]
