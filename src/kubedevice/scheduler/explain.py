@@ -181,12 +181,14 @@ def _values(values: frozenset[int | bool | str]) -> str:
 
 
 #: The rules the explanation asks of each candidate, in RULES order: a device counts under the first that
-#: rules it out. A rule is one entry; the search's own checks of the newer features go in their RULES
-#: place, each a side-effect-free method of Search, e.g.
+#: rules it out. A rule is one entry. The newer features' rules go in their RULES place, each calling a
+#: side-effect-free method of Search (none here yet), e.g.
 #:     ("node", lambda p, data, c: None if p.search.device_for_node(c) else ""),
-#:     ("taint", lambda p, data, c: _taint_text(p.search.untolerated_taint(data, c))),
+#:     ("taint", lambda p, data, c: None if (t := p.search.untolerated_taint(data, c)) is None else str(t)),
 #:     ("counters", lambda p, data, c: None if p.search.counters_available(c) else ""),
 #:     ("capacity", lambda p, data, c: None if p.search.capacity_fits(data, c) else ""),
+#: Such a method sees the search's state after the failed search (the allocated claims' devices), not the
+#: devices this pass took for earlier requests: say so in the rule's text, or give it the pass's takes.
 CHECKS: tuple[tuple[str, Check], ...] = (
     ("in use", _in_use),
     ("class selector", _class_selector),
