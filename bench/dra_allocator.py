@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bench.common import Figures, Scale, Target
 from bench.pod_latency import percentile
+from kubedevice.resource.capacity import DeviceCapacity
 from kubedevice.resource.model import (
     AttributeValue,
     DeviceClassDocument,
@@ -31,6 +32,7 @@ from kubedevice.resource.model import (
     ResourceSliceDocument,
     SliceDevice,
 )
+from kubedevice.resource.quantity import Quantity
 from kubedevice.scheduler.allocator import AllocationRequest, ClaimToAllocate, allocate
 from kubedevice.scheduler.cel import CelDevice, CelSelectors
 
@@ -59,7 +61,7 @@ def pools(drivers: int, devices: int) -> list[Pool]:
                     "driverVersion": AttributeValue("version", f"1.{i % 3}.0"),
                     "healthy": AttributeValue("bool", True),
                 },
-                {"memory": f"{8 * (1 + i % 4)}Gi"},
+                {"memory": DeviceCapacity(Quantity.parse(f"{8 * (1 + i % 4)}Gi"))},
             )
             for i in range(devices)
         )

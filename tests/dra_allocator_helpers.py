@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kubedevice.resource.capacity import ConsumedCapacity, DeviceCapacity
 from kubedevice.resource.model import (
     AllocationResult,
     AttributeValue,
@@ -23,6 +24,7 @@ from kubedevice.resource.model import (
     ResourceSliceDocument,
     SliceDevice,
 )
+from kubedevice.resource.quantity import Quantity
 from kubedevice.scheduler.allocator import AllocationRequest, ClaimToAllocate
 
 GPU = "gpu.example.com"
@@ -38,10 +40,16 @@ def attr(value: int | bool | str, kind: str | None = None) -> AttributeValue:
 def dev(
     name: str,
     attributes: Mapping[str, AttributeValue] | None = None,
-    capacity: Mapping[str, str] | None = None,
+    capacity: Mapping[str, str | DeviceCapacity] | None = None,
     unsupported: str | None = None,
+    shared: bool = False,
 ) -> SliceDevice:
-    return SliceDevice(name, dict(attributes or {}), dict(capacity or {}), unsupported)
+    """A device; a capacity given as text has no requestPolicy; `shared`: allowMultipleAllocations."""
+    capacities = {
+        k: v if isinstance(v, DeviceCapacity) else DeviceCapacity(Quantity.parse(v))
+        for k, v in (capacity or {}).items()
+    }
+    return SliceDevice(name, dict(attributes or {}), capacities, unsupported, shared)
 
 
 def pool(
@@ -137,6 +145,7 @@ def request(
     classes: list[DeviceClassDocument] | None = None,
     in_use: set[DeviceID] | None = None,
     namespaces: list[NamespaceDocument] | None = None,
+    consumed: Mapping[DeviceID, ConsumedCapacity] | None = None,
 ) -> AllocationRequest:
     return AllocationRequest(
         claims=tuple(claims),
@@ -145,6 +154,7 @@ def request(
         in_use=frozenset(in_use or ()),
         namespaces={n.meta.name: n for n in namespaces or ()},
         node_name=NODE,
+        consumed_capacity=dict(consumed or {}),
     )
 
 

@@ -35,7 +35,8 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     ),
     "claims": Subcommand(
         "kubedevice.client.cli",
-        "The node's ResourceClaims: allocation, reservation, prepared or not, CDI devices, pods.",
+        "The node's ResourceClaims: allocation, reservation, prepared or not, CDI devices, pods, device "
+        "status.",
     ),
     "conformance": Subcommand(
         "kubedevice.conformance.cli",

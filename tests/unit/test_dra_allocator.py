@@ -446,15 +446,9 @@ FAILURE: dict[str, tuple[Callable[[], AllocationRequest], str]] = {
         ),
         "unsupported by kubedevice: device taints and tolerations (ResourceClaim default/c1)",
     ),
-    "capacity-request-left-out": (
-        lambda: request(
-            [claim("c1", first("gpu", sub("a")), req("b", capacity={"requests": {}}))], [pool("gpu-0")]
-        ),
-        "unsupported by kubedevice: consumable capacity (ResourceClaim default/c1)",
-    ),
     "feature-named-by-the-documents": (
-        lambda: request([claim("c1", req("gpu"), unsupported="consumable capacity")], [pool("gpu-0")]),
-        "unsupported by kubedevice: consumable capacity (ResourceClaim default/c1)",
+        lambda: request([claim("c1", req("gpu"), unsupported="a future feature")], [pool("gpu-0")]),
+        "unsupported by kubedevice: a future feature (ResourceClaim default/c1)",
     ),
 }
 

@@ -331,3 +331,52 @@ def test_nothing_is_explained_when_the_allocation_succeeds(
 
     monkeypatch.setattr(allocator, "explain_requests", never)
     allocate(request([claim("c1", req("gpu", count=2))], [pool(*gpus())]), cel)
+
+
+def test_capacity_rules_out_a_shared_device_too_full_and_shares_are_never_in_use(cel: CelSelectors) -> None:
+    """Two shared devices of 8Gi, one with 6Gi consumed by an allocated claim: a request for 4Gi fits
+    only the other, twice (a shared device is never taken whole by the pass)."""
+    from kubedevice.resource.capacity import CapacityRequirements
+    from kubedevice.resource.quantity import Quantity
+
+    four = CapacityRequirements({"memory": Quantity.parse("4Gi")})
+    shared = [dev(f"gpu-{i}", capacity={"memory": "8Gi"}, shared=True) for i in range(2)]
+    consumed = {(GPU, NODE, "gpu-0"): {"memory": Quantity.parse("6Gi")}}
+    req_ = request(
+        [claim("c1", req("a", capacity=four), req("b", count=3, capacity=four))],
+        [pool(*shared)],
+        consumed=consumed,
+    )
+    _, explanation = explained(req_, cel)
+    got = [
+        (e.request, e.wanted, e.fit, [(r.rule, r.count, r.first) for r in e.ruled_out]) for e in explanation
+    ]
+    assert got == [("a", 1, 1, [("capacity", 1, d("gpu-0"))]), ("b", 3, 1, [("capacity", 1, d("gpu-0"))])]
+    assert explanation[0].ruled_out[0].detail == "the capacity asked does not fit beside what is consumed"
+
+
+def test_distinct_attribute_on_lists_rules_out_a_device_sharing_a_value(cel: CelSelectors) -> None:
+    from kubedevice.resource.model import AttributeValue, DeviceConstraint
+
+    roots = [
+        dev("gpu-0", {"pcieRoot": AttributeValue("strings", ("pci0", "pci1"))}),
+        dev("gpu-1", {"pcieRoot": AttributeValue("strings", ("pci1",))}),
+        dev("gpu-2", {"pcieRoot": AttributeValue("string", "pci2")}),
+    ]
+    distinct = DeviceConstraint(distinct_attribute=f"{GPU}/pcieRoot")
+    _, (one,) = explained(
+        request([claim("c1", req("a", count=3), constraints=(distinct,))], [pool(*roots)]), cel
+    )
+    assert (one.fit, [(r.rule, r.count, r.first, r.detail) for r in one.ruled_out]) == (
+        2,
+        [
+            (
+                "constraint",
+                1,
+                d("gpu-1"),
+                f"distinctAttribute {GPU}/pcieRoot: pci1 is taken by a device before",
+            )
+        ],
+    )
+    two = request([claim("c1", req("a", count=2), constraints=(distinct,))], [pool(*roots)])
+    assert [r.device for r in allocate(two, cel)[0].results] == ["gpu-0", "gpu-2"]

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from kubedevice.checkpoint.dra_model import ClaimInfoState
-from kubedevice.controlplane.claim_store import ClaimRecord, ClaimStore, devices_in_use, effective_claim
+from kubedevice.controlplane.claim_store import ClaimRecord, ClaimStore, allocated_state, effective_claim
 from kubedevice.controlplane.extended import ExtendedRoutes, special_claim, special_claim_name
 from kubedevice.controlplane.reservation import ReservationError, check_room, reserve
 from kubedevice.controlplane.templates import (
@@ -225,14 +225,16 @@ class _Step:
         if not wanted:
             return None
         context = self.context
+        allocated = allocated_state(self.state, context.documents, context.cache)
         request = AllocationRequest(
             claims=tuple(ClaimToAllocate(c.meta.namespace, c.meta.name, c.spec) for _, c in wanted),
             classes=context.documents.classes,
             pools=context.pools,
-            in_use=devices_in_use(self.state, context.documents, context.cache),
+            in_use=allocated.in_use,
             namespaces=context.documents.namespaces,
             node_name=context.node_name,
             node_labels=context.node_labels,
+            consumed_capacity=allocated.consumed_capacity,
         )
         try:
             allocations = allocate(request, context.selectors)

@@ -219,7 +219,7 @@ def _slice_json(s: ResourceSliceDocument, error: str | None) -> dict[str, Any]:
             {
                 "name": d.name,
                 "attributes": {k: {v.kind: v.value} for k, v in d.attributes.items()},
-                "capacity": dict(d.capacity),
+                "capacity": {k: str(c.value) for k, c in d.capacity.items()},
                 **({"unsupported": d.unsupported} if d.unsupported else {}),
             }
             for d in s.devices

@@ -27,6 +27,7 @@ from kubedevice.topology import TopologyConfig
 
 __all__ = [
     "CHECKPOINT_FAULT_ENV",
+    "CLAIM_STATE_FAULT_ENV",
     "DRA_CHECKPOINT_FAULT_ENV",
     "DRA_STATE_RECOVERIES",
     "DRAStateRecovery",
@@ -45,6 +46,8 @@ DRA_STATE_RECOVERIES: tuple[DRAStateRecovery, ...] = ("refuse", "move-aside")
 CHECKPOINT_FAULT_ENV = "KUBEDEVICE_TEST_CHECKPOINT_FAULT"
 #: The same for the DRA manager's checkpoint (dra_manager_state).
 DRA_CHECKPOINT_FAULT_ENV = "KUBEDEVICE_TEST_DRA_CHECKPOINT_FAULT"
+#: The same for the control plane's claim store (dra_claims.json).
+CLAIM_STATE_FAULT_ENV = "KUBEDEVICE_TEST_CLAIM_STATE_FAULT"
 
 
 @dataclass(frozen=True, slots=True)

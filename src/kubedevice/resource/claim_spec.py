@@ -2,8 +2,8 @@
 
 v1 and v1beta2 write a request as `{name, exactly: {...}}` or `{name, firstAvailable: [...]}`; v1beta1
 writes the exact request's fields on the request itself. Each version is read in place (not rewritten
-first), so an error names the field as the user wrote it. Left-out features (tolerations, consumable
-capacity) are recorded on the spec, not refused: the allocator names them when the claim needs devices.
+first), so an error names the field as the user wrote it. Left-out features (tolerations) are recorded on
+the spec, not refused: the allocator names them when the claim needs devices.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kubedevice.resource.capacity import CapacityRequirements
+from kubedevice.resource.capacity_reader import read_capacity_requirements
 from kubedevice.resource.fields import Fields, is_qualified_attribute
 from kubedevice.resource.model import (
     AllocationMode,
@@ -33,7 +35,6 @@ MAX_SELECTORS = 32
 MAX_SUBREQUESTS = 8
 MAX_CONFIGS = 32
 TAINTS = "device taints and tolerations"
-CONSUMABLE_CAPACITY = "consumable capacity"
 _MODES: tuple[AllocationMode, ...] = ("ExactCount", "All")
 
 
@@ -176,8 +177,8 @@ class SpecReader:
     def _tolerations(self, value: Any, path: str) -> tuple[Mapping[str, Any], ...]:
         return tuple(self.f.mapping(t, f"{path}[{i}]") for i, t in enumerate(self.f.items(value, path)))
 
-    def _capacity(self, value: Any, path: str) -> Mapping[str, Any] | None:
-        return None if value is None else self.f.mapping(value, path)
+    def _capacity(self, value: Any, path: str) -> CapacityRequirements | None:
+        return None if value is None else read_capacity_requirements(self.f, value, path)
 
     def _constraint(self, raw: Any, path: str, known: frozenset[str]) -> DeviceConstraint:
         constraint = self.f.mapping(raw, path)
@@ -221,8 +222,4 @@ def _unsupported(
         for part in parts:
             if part.tolerations:
                 return TAINTS
-            if part.capacity is not None:
-                return CONSUMABLE_CAPACITY
-    if any(c.distinct_attribute is not None for c in constraints):
-        return CONSUMABLE_CAPACITY
     return None

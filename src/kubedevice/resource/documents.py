@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kubedevice.resource.capacity_reader import read_consumed_capacity
 from kubedevice.resource.claim_spec import SpecReader
-from kubedevice.resource.fields import DocumentError, Fields, check_text
+from kubedevice.resource.fields import DocumentError, Fields, check_text, shown
 from kubedevice.resource.identity import document_uid
 from kubedevice.resource.model import (
     AllocationResult,
@@ -28,7 +29,7 @@ from kubedevice.resource.model import (
     ResourceSliceDocument,
     SelectorCompiler,
 )
-from kubedevice.resource.names import is_extended_resource_name
+from kubedevice.resource.names import is_extended_resource_name, is_uuid
 from kubedevice.resource.slice_document import parse_slice
 
 __all__ = [
@@ -201,7 +202,10 @@ def _allocation(f: Fields, reader: SpecReader, value: Any, path: str) -> Allocat
                 pool=f.string(r.get("pool"), f"{at}.pool", required=True),
                 device=f.string(r.get("device"), f"{at}.device", required=True),
                 admin_access=None if admin is None else f.boolean(admin, f"{at}.adminAccess"),
-                share_id=None if share is None else f.string(share, f"{at}.shareID"),
+                share_id=None if share is None else _share_id(f, share, f"{at}.shareID"),
+                consumed_capacity=read_consumed_capacity(
+                    f, r.get("consumedCapacity"), f"{at}.consumedCapacity"
+                ),
             )
         )
     config: list[DeviceAllocationConfiguration] = []
@@ -223,6 +227,15 @@ def _allocation(f: Fields, reader: SpecReader, value: Any, path: str) -> Allocat
             )
         )
     return AllocationResult(tuple(results), tuple(config), _node_name(allocation.get("nodeSelector")))
+
+
+def _share_id(f: Fields, value: Any, path: str) -> str:
+    """A share of a device is named by a UUID, as the API validates it (the CDI device of the share is
+    named after it)."""
+    text = f.string(value, path)
+    if not is_uuid(text):
+        raise f.error(path, f"must be a lowercase UUID (8-4-4-4-12 hex digits), not {shown(text)}")
+    return text
 
 
 def _node_name(selector: Any) -> str:

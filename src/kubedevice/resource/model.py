@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
+from kubedevice.resource.capacity import CapacityRequirements, ConsumedCapacity, DeviceCapacity
+from kubedevice.resource.device_status import AllocatedDeviceStatus
 from kubedevice.resource.node_selector import NodeSelector
 
 __all__ = [
@@ -94,7 +96,8 @@ class ExactDeviceRequest:
     admin_access: bool = False
     #: Left-out features, kept so the allocator can name them (never acted on).
     tolerations: tuple[Mapping[str, Any], ...] = ()
-    capacity: Mapping[str, Any] | None = None
+    #: `capacity.requests`: what each allocated device must provide (consumable capacity).
+    capacity: CapacityRequirements | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +108,7 @@ class DeviceSubRequest:
     allocation_mode: AllocationMode = "ExactCount"
     count: int = 1
     tolerations: tuple[Mapping[str, Any], ...] = ()
-    capacity: Mapping[str, Any] | None = None
+    capacity: CapacityRequirements | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +172,9 @@ class DeviceRequestAllocationResult:
     pool: str
     device: str
     admin_access: bool | None = None
+    #: A share of a device with allowMultipleAllocations: its ID, and what it consumes of each capacity.
     share_id: str | None = None
+    consumed_capacity: ConsumedCapacity | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +236,8 @@ class AllocationResult:
                 entry["adminAccess"] = r.admin_access
             if r.share_id is not None:
                 entry["shareID"] = r.share_id
+            if r.consumed_capacity:
+                entry["consumedCapacity"] = {k: str(q) for k, q in sorted(r.consumed_capacity.items())}
             results.append(entry)
         devices: dict[str, Any] = {"results": results}
         if self.config:
@@ -264,6 +271,9 @@ class ClaimDocument:
     allocation: AllocationResult | None = None
     #: `status.reservedFor` as written; None when the document has none (the daemon then reserves).
     reserved_for: tuple[ConsumerReference, ...] | None = None
+    #: `status.devices`: what the drivers reported of the allocated devices (the daemon's claim store
+    #: keeps it; a manifest's own is not read).
+    device_status: tuple[AllocatedDeviceStatus, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,10 +338,12 @@ class SliceDevice:
     name: str
     #: Keys as published: qualified `domain/name` or bare `name` (the driver's domain is implied).
     attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
-    #: Capacity name -> quantity text as published.
-    capacity: Mapping[str, str] = field(default_factory=dict)
+    #: Capacity name as published -> its value (and `requestPolicy`).
+    capacity: Mapping[str, DeviceCapacity] = field(default_factory=dict)
     #: The left-out feature the device (or its slice) uses; such a device is never a candidate.
     unsupported: str | None = None
+    #: `allowMultipleAllocations`: allocated to any number of requests while its capacity lasts.
+    allow_multiple_allocations: bool = False
 
 
 @dataclass(frozen=True, slots=True)

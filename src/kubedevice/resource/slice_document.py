@@ -11,7 +11,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kubedevice.resource.claim_spec import CONSUMABLE_CAPACITY, TAINTS
+from kubedevice.resource.capacity import DeviceCapacity
+from kubedevice.resource.capacity_reader import read_device_capacity
+from kubedevice.resource.claim_spec import TAINTS
 from kubedevice.resource.fields import Fields, is_qualified_attribute
 from kubedevice.resource.identity import document_uid
 from kubedevice.resource.model import (
@@ -34,7 +36,6 @@ _DEVICE_FEATURES: tuple[tuple[str, str], ...] = (
     ("nodeName", PARTITIONABLE),
     ("nodeSelector", PARTITIONABLE),
     ("allNodes", PARTITIONABLE),
-    ("allowMultipleAllocations", CONSUMABLE_CAPACITY),
     ("taints", TAINTS),
     ("bindingConditions", BINDING_CONDITIONS),
     ("bindingFailureConditions", BINDING_CONDITIONS),
@@ -54,7 +55,6 @@ _SEMVER = re.compile(
     r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
     r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?"
 )
-_QUANTITY = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?")
 
 
 def parse_slice(doc: Mapping[str, Any], version: str, source: str) -> ResourceSliceDocument:
@@ -131,22 +131,11 @@ def _device(f: Fields, raw: Any, path: str, basic: bool, slice_feature: str | No
         key: _attribute(f, value, f"{at}.attributes[{key}]")
         for key, value in _named(f, body.get("attributes"), f"{at}.attributes").items()
     }
-    capacity: dict[str, str] = {}
-    feature = slice_feature
-    for key, value in _named(f, body.get("capacity"), f"{at}.capacity").items():
-        entry = f.mapping(value, f"{at}.capacity[{key}]")
-        quantity = entry.get("value")
-        if (
-            isinstance(quantity, bool)
-            or not isinstance(quantity, (str, int))
-            or not _QUANTITY.fullmatch(str(quantity))
-        ):
-            raise f.error(
-                f"{at}.capacity[{key}].value", f"{quantity!r} is not a quantity (e.g. 16Gi, 2, 500m)"
-            )
-        capacity[key] = str(quantity)
-        if feature is None and entry.get("requestPolicy") is not None:
-            feature = CONSUMABLE_CAPACITY
+    shared = f.boolean(body.get("allowMultipleAllocations"), f"{at}.allowMultipleAllocations")
+    capacity: dict[str, DeviceCapacity] = {
+        key: read_device_capacity(f, value, f"{at}.capacity[{key}]", shared)
+        for key, value in _named(f, body.get("capacity"), f"{at}.capacity").items()
+    }
     if len(attributes) + len(capacity) > MAX_ATTRIBUTES_AND_CAPACITIES:
         raise f.error(at, f"has {len(attributes) + len(capacity)} attributes and capacities, at most 32")
     values = sum(len(a.elements) for a in attributes.values())
@@ -155,11 +144,12 @@ def _device(f: Fields, raw: Any, path: str, basic: bool, slice_feature: str | No
             f"{at}.attributes",
             f"has {values} values (a list's elements each count), at most {MAX_ATTRIBUTE_VALUES}",
         )
+    feature = slice_feature
     if feature is None:
         feature = next(
             (feat for key, feat in _DEVICE_FEATURES if body.get(key) not in (None, False, [], {})), None
         )
-    return SliceDevice(name, attributes, capacity, feature)
+    return SliceDevice(name, attributes, capacity, feature, allow_multiple_allocations=shared)
 
 
 def _named(f: Fields, value: Any, path: str) -> Mapping[str, Any]:

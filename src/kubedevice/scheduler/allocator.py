@@ -8,7 +8,8 @@ name) compared as bytes, slices as published, devices in `spec.devices` order (d
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 
 from kubedevice.resource.model import (
     AllocationResult,
@@ -20,8 +21,10 @@ from kubedevice.resource.model import (
     Pool,
     ResourceClaimSpec,
 )
+from kubedevice.resource.quantity import Quantity
 from kubedevice.scheduler.cel import CelSelectors
 from kubedevice.scheduler.config import build_config
+from kubedevice.scheduler.distinct import DistinctAttribute
 from kubedevice.scheduler.explain import explain_failure, explain_requests
 from kubedevice.scheduler.explanation import RequestExplanation
 from kubedevice.scheduler.request import (
@@ -33,6 +36,7 @@ from kubedevice.scheduler.request import (
 from kubedevice.scheduler.search import (
     MAX_RESULTS,
     Candidate,
+    Constraint,
     MatchAttribute,
     RequestData,
     Search,
@@ -49,9 +53,14 @@ __all__ = [
 ]
 
 
-def allocate(request: AllocationRequest, selectors: CelSelectors | None = None) -> list[AllocationResult]:
+def allocate(
+    request: AllocationRequest,
+    selectors: CelSelectors | None = None,
+    share_ids: Callable[[], str] | None = None,
+) -> list[AllocationResult]:
     """One allocation per claim, or Unschedulable. Pass the daemon's long-lived `selectors`: its cache
-    is what keeps repeated searches cheap (a fresh one is made otherwise)."""
+    is what keeps repeated searches cheap (a fresh one is made otherwise). `share_ids` makes the shareID
+    of each share of a device with allowMultipleAllocations (a random UUID, as upstream's, by default)."""
     for claim in request.claims:
         _check_admitted(claim, request.namespaces)
     cel = selectors if selectors is not None else CelSelectors()
@@ -80,6 +89,7 @@ def allocate(request: AllocationRequest, selectors: CelSelectors | None = None) 
             )
         message = "cannot allocate all claims: " + explain_failure(search, request.claims)
         raise Unschedulable(message, explanation)
+    new_share_id = share_ids or _random_share_id
     allocations: list[AllocationResult] = []
     for index, claim in enumerate(request.claims):
         results = tuple(
@@ -89,6 +99,8 @@ def allocate(request: AllocationRequest, selectors: CelSelectors | None = None) 
                 pool=taken.id[1],
                 device=taken.id[2],
                 admin_access=True if taken.admin_access else None,
+                share_id=None if taken.consumed is None else new_share_id(),
+                consumed_capacity=taken.consumed or None,
             )
             for taken in search.results[index]
         )
@@ -100,6 +112,10 @@ def allocate(request: AllocationRequest, selectors: CelSelectors | None = None) 
 def _explanation(search: Search | None, request: AllocationRequest) -> tuple[RequestExplanation, ...]:
     """The explanation of a search that ended in an error (none when it never started)."""
     return explain_requests(search, request.claims) if search is not None else ()
+
+
+def _random_share_id() -> str:
+    return str(uuid.uuid4())
 
 
 def _check_admitted(claim: ClaimToAllocate, namespaces: Mapping[str, NamespaceDocument]) -> None:
@@ -132,10 +148,6 @@ def _unsupported_feature(spec: ResourceClaimSpec) -> str | None:
         for shape in shapes:
             if shape.tolerations:
                 return "device taints and tolerations"
-            if shape.capacity is not None:
-                return "consumable capacity"
-    if any(c.distinct_attribute is not None for c in spec.constraints):
-        return "consumable capacity"
     return None
 
 
@@ -160,7 +172,7 @@ def _ordered(pools: Sequence[Pool]) -> list[Pool]:
 def _prepare(request: AllocationRequest, candidates: list[Candidate], cel: CelSelectors) -> Search:
     """Upstream's checks before the search: classes, `All` devices, the 32-results limit, constraints."""
     request_data: dict[tuple[int, int, int], RequestData] = {}
-    constraints: list[list[MatchAttribute]] = []
+    constraints: list[list[Constraint]] = []
     search = Search(
         claims=[c.key for c in request.claims],
         request_counts=[len(c.spec.requests) for c in request.claims],
@@ -169,6 +181,7 @@ def _prepare(request: AllocationRequest, candidates: list[Candidate], cel: CelSe
         candidates=candidates,
         in_use=frozenset(request.in_use),
         selectors=cel,
+        consumed=request.consumed_capacity,
     )
     unusable = [p for p in _ordered(request.pools) if not p.complete or p.invalid is not None]
     for c, claim in enumerate(request.claims):
@@ -186,6 +199,7 @@ def _prepare(request: AllocationRequest, candidates: list[Candidate], cel: CelSe
                         sub.allocation_mode == "All",
                         False,
                         sub.count,
+                        capacity=_requests(sub),
                     )
                     request_data[(c, r, s)] = _with_devices(search, (c, r, s), data, unusable)
                     fewest = data.num_devices if fewest is None else min(fewest, data.num_devices)
@@ -201,6 +215,7 @@ def _prepare(request: AllocationRequest, candidates: list[Candidate], cel: CelSe
                     exact.allocation_mode == "All",
                     exact.admin_access,
                     exact.count,
+                    capacity=_requests(exact),
                 )
                 request_data[(c, r, 0)] = _with_devices(search, (c, r, 0), data, unusable)
                 minimum += data.num_devices
@@ -214,13 +229,16 @@ def _prepare(request: AllocationRequest, candidates: list[Candidate], cel: CelSe
                 f"claim {claim.key}: number of requested devices {minimum} "
                 f"exceeds the claim limit of {MAX_RESULTS}"
             )
-        claim_constraints: list[MatchAttribute] = []
+        claim_constraints: list[Constraint] = []
         for i, constraint in enumerate(claim.spec.constraints):
-            if constraint.match_attribute is None:
+            if constraint.match_attribute is not None:
+                claim_constraints.append(MatchAttribute(constraint, constraint.match_attribute))
+            elif constraint.distinct_attribute is not None:
+                claim_constraints.append(DistinctAttribute(constraint, constraint.distinct_attribute))
+            else:
                 raise SearchError(
                     f"claim {claim.key}, constraint #{i}: empty constraint (unsupported constraint type?)"
                 )
-            claim_constraints.append(MatchAttribute(constraint, constraint.match_attribute))
         constraints.append(claim_constraints)
     return search
 
@@ -250,6 +268,12 @@ def _with_devices(
             f"claim {data.claim}, request {data.name}: asks for all devices, but resource pool "
             f"{pool.driver}/{pool.name} is currently {state}"
         )
-    data.all_devices = [c for c in search.candidates if search.is_selectable(key, data, c)]
+    data.all_devices = [
+        c for c in search.candidates if search.is_selectable(key, data, c) and search.capacity_fits(data, c)
+    ]
     data.num_devices = len(data.all_devices)
     return data
+
+
+def _requests(shape: ExactDeviceRequest | DeviceSubRequest) -> Mapping[str, Quantity] | None:
+    return None if shape.capacity is None else shape.capacity.requests

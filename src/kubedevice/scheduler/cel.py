@@ -62,6 +62,8 @@ class CelDevice:
     attributes: tuple[tuple[str, str, str, int | bool | str | tuple[int | bool | str, ...]], ...]
     #: (domain, name, quantity text), sorted.
     capacity: tuple[tuple[str, str, str], ...]
+    #: `device.allowMultipleAllocations` (false when the slice leaves it out).
+    allow_multiple_allocations: bool = False
     _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:
@@ -69,15 +71,16 @@ class CelDevice:
         return self._hash
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((self.driver, self.attributes, self.capacity)))
+        key = (self.driver, self.attributes, self.capacity, self.allow_multiple_allocations)
+        object.__setattr__(self, "_hash", hash(key))
 
     @classmethod
     def of(cls, driver: str, device: SliceDevice) -> CelDevice:
         attributes = sorted(
             (*_qualified(name, driver), value.kind, value.value) for name, value in device.attributes.items()
         )
-        capacity = sorted((*_qualified(name, driver), text) for name, text in device.capacity.items())
-        return cls(driver, tuple(attributes), tuple(capacity))
+        capacity = sorted((*_qualified(name, driver), str(c.value)) for name, c in device.capacity.items())
+        return cls(driver, tuple(attributes), tuple(capacity), device.allow_multiple_allocations)
 
 
 def _qualified(name: str, driver: str) -> tuple[str, str]:
@@ -241,7 +244,12 @@ class CelSelectors:
                 capacity.setdefault(domain, {})[name] = self._values.quantity(text)
             except ValueError as err:
                 raise ValueError(f"capacity {domain}/{name}: {err}") from err
-        return {"driver": device.driver, "attributes": attributes, "capacity": capacity}
+        return {
+            "driver": device.driver,
+            "allowMultipleAllocations": device.allow_multiple_allocations,
+            "attributes": attributes,
+            "capacity": capacity,
+        }
 
 
 def _checked_variables() -> dict[str, Any]:

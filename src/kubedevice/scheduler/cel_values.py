@@ -46,6 +46,9 @@ def _build_pool() -> descriptor_pool.DescriptorPool:
             type_name=".google.protobuf.Struct",
             label=field.LABEL_OPTIONAL,
         )
+    device.field.add(
+        name="allowMultipleAllocations", number=4, type=field.TYPE_BOOL, label=field.LABEL_OPTIONAL
+    )
     pool = descriptor_pool.DescriptorPool()
     struct_file = descriptor_pb2.FileDescriptorProto()
     struct_pb2.DESCRIPTOR.CopyToProto(struct_file)

@@ -9,6 +9,8 @@ search's candidates, and never raises. It follows a greedy pass over the pod's r
 - "in use": the device is held by an allocated claim (`AllocationRequest.in_use`), or was taken by an
   earlier request in this pass; for a request with `adminAccess`, only taken by an earlier request of
   the same claim (the search's rule);
+- "capacity": the capacity the request asks does not fit in the device beside what allocated claims
+  consume (Search.capacity_fits; what this pass took is not counted);
 - "constraint": the device cannot join the devices taken before it by the requests a `matchAttribute`
   of its claim names (it lacks the attribute, or its value meets none of theirs), those taken before it
   within the same request included;
@@ -27,14 +29,15 @@ import contextlib
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from kubedevice.resource.model import DeviceID, SelectorCompileError
 from kubedevice.scheduler.cel import CelRuntimeError
+from kubedevice.scheduler.distinct import DistinctAttribute
 from kubedevice.scheduler.explanation import RULES, RequestExplanation, RuledOut
 from kubedevice.scheduler.request import ClaimToAllocate
 from kubedevice.scheduler.search import (
     Candidate,
+    Constraint,
     MatchAttribute,
     RequestData,
     Search,
@@ -51,7 +54,8 @@ def explain_failure(search: Search, claims: Sequence[ClaimToAllocate]) -> str:
     """The first request, in search order, that cannot be met even alone; else the combination text.
 
     A `firstAvailable` request is tested by its first subrequest. "Free" counts the matching devices
-    not in use before the search (any matching device, for a request with admin access).
+    not in use before the search (any matching device, for a request with admin access) that can hold
+    the request's consumable capacity beside what allocated claims consume.
     """
     for c, claim in enumerate(claims):
         for r, request in enumerate(claim.spec.requests):
@@ -70,6 +74,7 @@ def explain_failure(search: Search, claims: Sequence[ClaimToAllocate]) -> str:
                 for candidate in search.candidates
                 if (data.admin_access or candidate.id not in search.in_use)
                 and _matches(search, (c, r, 0), data, candidate)
+                and search.capacity_fits(data, candidate)
             )
             if free < data.num_devices:
                 return (
@@ -89,14 +94,6 @@ def _matches(search: Search, key: tuple[int, int, int], data: RequestData, candi
 
 
 # --- the explanation ---------------------------------------------------------------------------------
-
-
-class Constraint(Protocol):
-    """What the search asks of a claim's constraint (MatchAttribute, and the newer ones alike)."""
-
-    def add(self, request: str, subrequest: str, candidate: Candidate) -> bool: ...
-
-    def remove(self, request: str, subrequest: str) -> None: ...
 
 
 @dataclass(slots=True)
@@ -157,22 +154,28 @@ def _constraint(p: RulePass, data: RequestData, candidate: Candidate) -> str | N
     for constraint in p.constraints:
         # The search's own add/remove, on the pass's copies: added and given back at once.
         if constraint.add(request, subrequest, candidate):
-            constraint.remove(request, subrequest)
+            constraint.remove(request, subrequest, candidate)
             continue
         return _constraint_text(constraint, candidate)
     return None
 
 
 def _constraint_text(constraint: Constraint, candidate: Candidate) -> str:
-    if not isinstance(constraint, MatchAttribute):
+    if isinstance(constraint, MatchAttribute):
+        kind, attribute = "matchAttribute", constraint.attribute
+    elif isinstance(constraint, DistinctAttribute):
+        kind, attribute = "distinctAttribute", constraint.attribute
+    else:
         return type(constraint).__name__
-    value = lookup_attribute(candidate, constraint.attribute)
+    value = lookup_attribute(candidate, attribute)
     if value is None:
-        return f"matchAttribute {constraint.attribute}: not set"
-    before = constraint.current
-    shared = _values(before[1]) if before is not None else "none"
+        return f"{kind} {attribute}: not set"
     mine = _values(value.as_set()[1])
-    return f"matchAttribute {constraint.attribute}: {mine}, the devices before: {shared}"
+    if isinstance(constraint, MatchAttribute):
+        before = constraint.current
+        shared = _values(before[1]) if before is not None else "none"
+        return f"{kind} {attribute}: {mine}, the devices before: {shared}"
+    return f"{kind} {attribute}: {mine} is taken by a device before"
 
 
 def _values(values: frozenset[int | bool | str]) -> str:
@@ -182,17 +185,23 @@ def _values(values: frozenset[int | bool | str]) -> str:
 
 #: The rules the explanation asks of each candidate, in RULES order: a device counts under the first that
 #: rules it out. A rule is one entry. The newer features' rules go in their RULES place, each calling a
-#: side-effect-free method of Search (none here yet), e.g.
+#: side-effect-free method of Search, as "capacity" is (Search.capacity_fits), e.g.
 #:     ("node", lambda p, data, c: None if p.search.device_for_node(c) else ""),
 #:     ("taint", lambda p, data, c: None if (t := p.search.untolerated_taint(data, c)) is None else str(t)),
 #:     ("counters", lambda p, data, c: None if p.search.counters_available(c) else ""),
-#:     ("capacity", lambda p, data, c: None if p.search.capacity_fits(data, c) else ""),
-#: Such a method sees the search's state after the failed search (the allocated claims' devices), not the
-#: devices this pass took for earlier requests: say so in the rule's text, or give it the pass's takes.
+#: Such a method sees the search's state after the failed search (the allocated claims' devices and
+#: shares), not what this pass took for earlier requests.
+def _capacity(p: RulePass, data: RequestData, candidate: Candidate) -> str | None:
+    if p.search.capacity_fits(data, candidate):
+        return None
+    return "the capacity asked does not fit beside what is consumed"
+
+
 CHECKS: tuple[tuple[str, Check], ...] = (
     ("in use", _in_use),
     ("class selector", _class_selector),
     ("request selector", _request_selector),
+    ("capacity", _capacity),
     ("constraint", _constraint),
 )
 
@@ -229,7 +238,9 @@ def _explain(search: Search, claims: Sequence[ClaimToAllocate], out: list[Reques
                 request, subrequest = _names(data)
                 who = f'{claim.key}, request "{data.result_name}"'
                 for candidate in take:
-                    taken.setdefault(candidate.id, []).append((c, who))
+                    # A device with allowMultipleAllocations is shared, never taken whole.
+                    if not candidate.device.allow_multiple_allocations:
+                        taken.setdefault(candidate.id, []).append((c, who))
                     for constraint in constraints:
                         constraint.add(request, subrequest, candidate)
 
@@ -255,9 +266,9 @@ def _explain_one(p: RulePass, data: RequestData) -> tuple[RequestExplanation, li
                 for constraint in p.constraints:
                     constraint.add(request, subrequest, candidate)
     finally:
-        for _ in take:
+        for candidate in reversed(take):
             for constraint in reversed(p.constraints):
-                constraint.remove(request, subrequest)
+                constraint.remove(request, subrequest, candidate)
     ruled_out = tuple(
         RuledOut(rule, counts[rule].count, counts[rule].first, counts[rule].detail)
         for rule in RULES

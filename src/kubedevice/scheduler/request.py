@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
+from kubedevice.resource.capacity import ConsumedCapacity
 from kubedevice.resource.documents import DRADocument
 from kubedevice.resource.model import (
+    AllocationResult,
     ClaimDocument,
     ClaimTemplateDocument,
     DeviceClassDocument,
@@ -17,6 +19,7 @@ from kubedevice.resource.model import (
     ResourceSliceDocument,
 )
 from kubedevice.resource.node_labels import HOSTNAME_LABEL
+from kubedevice.scheduler.allocated import AllocatedState
 from kubedevice.scheduler.explanation import RequestExplanation
 from kubedevice.scheduler.pools import gather_pools
 
@@ -73,12 +76,15 @@ class AllocationRequest:
     claims: tuple[ClaimToAllocate, ...]
     classes: Mapping[str, DeviceClassDocument]
     pools: Sequence[Pool]
-    #: Devices held by allocated claims (results with adminAccess excluded).
+    #: Devices held whole by allocated claims (results without a shareID; those with adminAccess excluded).
     in_use: Set[DeviceID]
     namespaces: Mapping[str, NamespaceDocument]
     node_name: str
     #: The node's labels (`kubernetes.io/hostname` among them), matched by node selectors.
     node_labels: Mapping[str, str] = field(default_factory=dict)
+    #: Devices (with allowMultipleAllocations) shared by allocated claims: what their shares consume of
+    #: each capacity, summed (`AllocatedState.gather` fills this and `in_use` from allocations).
+    consumed_capacity: Mapping[DeviceID, ConsumedCapacity] = field(default_factory=dict)
 
     @classmethod
     def from_documents(
@@ -93,25 +99,22 @@ class AllocationRequest:
 
         Every ResourceClaim without `status.allocation` is allocated, together, in the order given (as
         one pod's claims); the devices of those with one are in use (results with adminAccess excepted),
-        besides `in_use`. The ResourceSlices are gathered into pools as `gather_pools` does (its
-        SliceScan says which slices were ignored and why). A ResourceClaimTemplate is refused with
+        besides `in_use`; a result with a shareID consumes its `consumedCapacity` of the device instead.
+        The ResourceSlices are gathered into pools as `gather_pools` does (its SliceScan says which slices
+        were ignored and why). A ResourceClaimTemplate is refused with
         ValueError: the scheduler sees the claim made from it, never the template.
         """
         claims: list[ClaimToAllocate] = []
         classes: dict[str, DeviceClassDocument] = {}
         namespaces: dict[str, NamespaceDocument] = {}
         slices: list[ResourceSliceDocument] = []
-        used = set(in_use)
+        allocations: list[AllocationResult] = []
         for document in documents:
             if isinstance(document, ClaimDocument):
                 if document.allocation is None:
                     claims.append(ClaimToAllocate(document.meta.namespace, document.meta.name, document.spec))
                 else:
-                    used.update(
-                        (r.driver, r.pool, r.device)
-                        for r in document.allocation.results
-                        if not r.admin_access
-                    )
+                    allocations.append(document.allocation)
             elif isinstance(document, DeviceClassDocument):
                 classes[document.meta.name] = document
             elif isinstance(document, NamespaceDocument):
@@ -126,12 +129,14 @@ class AllocationRequest:
             else:
                 raise TypeError(f"not a document the scheduler reads: {type(document).__name__}")
         labels = dict(node_labels) if node_labels is not None else {HOSTNAME_LABEL: node_name}
+        allocated = AllocatedState.gather(allocations, in_use)
         return cls(
             claims=tuple(claims),
             classes=classes,
             pools=gather_pools(slices, node_name, labels).pools,
-            in_use=frozenset(used),
+            in_use=allocated.in_use,
             namespaces=namespaces,
             node_name=node_name,
             node_labels=labels,
+            consumed_capacity=allocated.consumed_capacity,
         )

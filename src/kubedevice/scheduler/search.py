@@ -1,16 +1,21 @@
-"""The search of the scheduler's structured allocator (`structured/internal/stable/allocator_stable.go`).
+"""The search of the scheduler's structured allocator (`structured/internal/stable/allocator_stable.go`,
+with the experimental allocator's consumable capacity and start location).
 
 A port, not a new design: claims, then requests, then the wanted devices one by one, each trying every
-candidate in order (depth first); a candidate is taken and the search goes on, and given back when what
-follows finds nothing; the first full solution wins. The names follow upstream's (`allocateOne`,
+candidate in order (depth first; a request's next device only among the candidates after its previous
+one); a candidate is taken and the search goes on, and given back when what follows finds nothing; the
+first full solution wins. A device with allowMultipleAllocations is never taken whole: each taking is a
+share of its capacity (scheduler/capacity.py). The names follow upstream's (`allocateOne`,
 `allocateDevice`, `isSelectable`) so the two can be read side by side.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
+from kubedevice.resource.capacity import ConsumedCapacity
 from kubedevice.resource.model import (
     AttributeValue,
     DeviceClassDocument,
@@ -19,6 +24,8 @@ from kubedevice.resource.model import (
     SelectorCompileError,
     SliceDevice,
 )
+from kubedevice.resource.quantity import Quantity
+from kubedevice.scheduler.capacity import AllocatingCapacity, capacity_fits, consumed_capacity
 from kubedevice.scheduler.cel import CelDevice, CelRuntimeError, CelSelectors
 
 #: The API's limit on a claim's results (`AllocationResultsMaxSize`).
@@ -63,6 +70,8 @@ class RequestData:
     num_devices: int = 0
     #: `All` mode: the matching devices, found before the search.
     all_devices: list[Candidate] = field(default_factory=list)
+    #: `capacity.requests`: what each device must provide (consumable capacity), or None.
+    capacity: Mapping[str, Quantity] | None = None
 
     @property
     def result_name(self) -> str:
@@ -76,6 +85,27 @@ class Taken:
     request: str  # `<request>` or `<request>/<subrequest>`
     id: DeviceID
     admin_access: bool
+    #: A share of a device with allowMultipleAllocations: what it consumes (None: the device is taken whole).
+    consumed: ConsumedCapacity | None = None
+
+
+class Constraint(Protocol):
+    """A claim constraint, told of each device taken and given back (upstream's `constraint`)."""
+
+    def add(self, request: str, subrequest: str, candidate: Candidate) -> bool:
+        """Whether the device may be taken; when it may, it now counts."""
+        ...
+
+    def remove(self, request: str, subrequest: str, candidate: Candidate) -> None:
+        """The device, added before, is given back."""
+        ...
+
+
+def constraint_applies(requests: frozenset[str], request: str, subrequest: str) -> bool:
+    """Whether a constraint naming `requests` (none: every request) binds a device of this (sub)request."""
+    if not requests:
+        return True
+    return request in requests or (bool(subrequest) and f"{request}/{subrequest}" in requests)
 
 
 class MatchAttribute:
@@ -93,11 +123,6 @@ class MatchAttribute:
         self.attribute = attribute
         #: The intersection after each device added, the last one current.
         self._sets: list[tuple[str, frozenset[int | bool | str]]] = []
-
-    def applies(self, request: str, subrequest: str) -> bool:
-        if not self._requests:
-            return True
-        return request in self._requests or (bool(subrequest) and f"{request}/{subrequest}" in self._requests)
 
     @property
     def current(self) -> tuple[str, frozenset[int | bool | str]] | None:
@@ -118,7 +143,7 @@ class MatchAttribute:
         return kind, values
 
     def add(self, request: str, subrequest: str, candidate: Candidate) -> bool:
-        if not self.applies(request, subrequest):
+        if not constraint_applies(self._requests, request, subrequest):
             return True
         narrowed = self.meets(candidate)
         if narrowed is None:
@@ -126,8 +151,8 @@ class MatchAttribute:
         self._sets.append(narrowed)
         return True
 
-    def remove(self, request: str, subrequest: str) -> None:
-        if self.applies(request, subrequest):
+    def remove(self, request: str, subrequest: str, candidate: Candidate) -> None:
+        if constraint_applies(self._requests, request, subrequest):
             self._sets.pop()
 
 
@@ -150,10 +175,11 @@ class Search:
         claims: Sequence[str],
         request_counts: Sequence[int],
         request_data: dict[tuple[int, int, int], RequestData],
-        constraints: Sequence[Sequence[MatchAttribute]],
+        constraints: Sequence[Sequence[Constraint]],
         candidates: Sequence[Candidate],
         in_use: frozenset[DeviceID] | set[DeviceID],
         selectors: CelSelectors,
+        consumed: Mapping[DeviceID, ConsumedCapacity] | None = None,
     ) -> None:
         self.claims = claims
         self.request_counts = request_counts
@@ -161,15 +187,19 @@ class Search:
         self.constraints = constraints
         self.candidates = candidates
         self.in_use = in_use
+        #: Shared devices of allocated claims: the capacity their shares consume (upstream's
+        #: AggregatedCapacity); `in_use` holds the devices allocated whole.
+        self.consumed: Mapping[DeviceID, ConsumedCapacity] = consumed or {}
         self.selectors = selectors
         self.selected_sub: dict[tuple[int, int], int] = {}
         self.results: list[list[Taken]] = [[] for _ in claims]
         self._allocating: dict[DeviceID, set[int]] = {}
+        self._allocating_capacity = AllocatingCapacity()
         self._matches: dict[tuple[DeviceID, tuple[int, int, int]], bool] = {}
 
     def run(self) -> bool:
         try:
-            return self._allocate_one(0, 0, 0, 0, False)
+            return self._allocate_one(0, 0, 0, 0, False, 0)
         except _MaxSizeExceeded:
             return False
 
@@ -180,6 +210,30 @@ class Search:
 
     def _allocating_for_claim(self, device: DeviceID, claim: int) -> bool:
         return claim in self._allocating.get(device, ())
+
+    def capacity_fits(self, data: RequestData, candidate: Candidate) -> bool:
+        """Whether the device can serve one more allocation for this request: the capacities asked are
+        there, within its requestPolicy, and fit beside what allocated claims and this search consume
+        (`CmpRequestOverCapacity`). No side effect."""
+        capacity = candidate.device.capacity
+        device = candidate.id
+        allocated = self.consumed.get(device)
+        allocating = self._allocating_capacity.get(device)
+        # Nothing asked, nothing consumed, no policy: each capacity is consumed whole, which always fits.
+        # Most devices end here, without the arithmetic.
+        if (
+            not data.capacity
+            and allocated is None
+            and allocating is None
+            and all(entry.request_policy is None for entry in capacity.values())
+        ):
+            return True
+        return capacity_fits(allocated, data.capacity, capacity, allocating)
+
+    def capacity_in_use(self, device: DeviceID) -> bool:
+        """Whether some share of the device consumes capacity, allocated or allocating (upstream's
+        `deviceCapacityInUse`)."""
+        return bool(self.consumed.get(device)) or device in self._allocating_capacity
 
     def is_selectable(self, key: tuple[int, int, int], data: RequestData, candidate: Candidate) -> bool:
         """The class's selectors, then the request's; cached per (device, request) for this search."""
@@ -226,12 +280,14 @@ class Search:
 
     # --- the search -------------------------------------------------------------------------------
 
-    def _allocate_one(self, c: int, r: int, s: int, d: int, allocate_sub: bool) -> bool:
+    def _allocate_one(self, c: int, r: int, s: int, d: int, allocate_sub: bool, start: int) -> bool:
+        """Device `d` of (sub)request (c, r, s); candidates before `start` were tried for the request's
+        earlier devices (upstream's startLocation: combinations, not permutations, within a request)."""
         if c >= len(self.claims):
             return True
         if r >= self.request_counts[c]:
             try:
-                return self._allocate_one(c + 1, 0, 0, 0, False)
+                return self._allocate_one(c + 1, 0, 0, 0, False, 0)
             except _MaxSizeExceeded:
                 return False
         key = (c, r, s)
@@ -241,15 +297,16 @@ class Search:
         if data.all_mode and not data.all_devices:
             return False
         if d >= data.num_devices:
-            return self._allocate_one(c, r + 1, 0, 0, False)
+            return self._allocate_one(c, r + 1, 0, 0, False, 0)
         if len(self.results[c]) + data.num_devices - d > MAX_RESULTS:
             raise _MaxSizeExceeded
         if data.all_mode:
             undo = self._allocate_device(c, data, data.all_devices[d], must=True)
             if undo is None:
                 return False
-            return self._go_on(c, r, s, d, allocate_sub, undo)
-        for candidate in self.candidates:
+            return self._go_on(c, r, s, d, allocate_sub, undo, 0)
+        for index in range(start, len(self.candidates)):
+            candidate = self.candidates[index]
             if data.admin_access:
                 if self._allocating_for_claim(candidate.id, c):
                     continue
@@ -257,17 +314,21 @@ class Search:
                 continue
             if not self.is_selectable(key, data, candidate):
                 continue
+            if not self.capacity_fits(data, candidate):
+                continue
             undo = self._allocate_device(c, data, candidate, must=False)
             if undo is None:
                 continue
-            if self._go_on(c, r, s, d, allocate_sub, undo):
+            if self._go_on(c, r, s, d, allocate_sub, undo, index + 1):
                 return True
         return False
 
-    def _go_on(self, c: int, r: int, s: int, d: int, allocate_sub: bool, undo: Callable[[], None]) -> bool:
+    def _go_on(
+        self, c: int, r: int, s: int, d: int, allocate_sub: bool, undo: Callable[[], None], start: int
+    ) -> bool:
         """The next wanted device; gives this one back when that finds nothing (or fails)."""
         try:
-            done = self._allocate_one(c, r, s, d + 1, allocate_sub)
+            done = self._allocate_one(c, r, s, d + 1, allocate_sub, start)
         except BaseException:
             undo()
             raise
@@ -281,7 +342,7 @@ class Search:
         sub = 0
         while (c, r, sub) in self.request_data:
             try:
-                success = self._allocate_one(c, r, sub, d, True)
+                success = self._allocate_one(c, r, sub, d, True, 0)
             except _MaxSizeExceeded:
                 sub += 1
                 continue
@@ -297,11 +358,19 @@ class Search:
     def _allocate_device(
         self, c: int, data: RequestData, candidate: Candidate, must: bool
     ) -> Callable[[], None] | None:
-        """Takes the device (constraints permitting); returns how to give it back, or None."""
+        """Takes the device (constraints permitting); returns how to give it back, or None. A device
+        with allowMultipleAllocations is not taken whole: its share's capacity is added to the totals."""
+        device = candidate.id
+        shared = candidate.device.allow_multiple_allocations
         if data.admin_access:
-            if self._allocating_for_claim(candidate.id, c):
+            if not shared and self._allocating_for_claim(device, c):
                 return None
-        elif self.device_in_use(candidate.id):
+        elif self.device_in_use(device):
+            return None
+        # Checked again for `All` devices, chosen before the search (the loop's are checked just before);
+        # before the constraints, so that a refusal leaves them untouched (upstream checks after, and
+        # leaves them counting the device).
+        if must and not self.capacity_fits(data, candidate):
             return None
         request, subrequest = (data.parent, data.name) if data.parent else (data.name, "")
         constraints = self.constraints[c]
@@ -309,22 +378,30 @@ class Search:
             if constraint.add(request, subrequest, candidate):
                 continue
             for earlier in constraints[:i]:
-                earlier.remove(request, subrequest)
+                earlier.remove(request, subrequest, candidate)
             if must:
                 raise SearchError(
                     f"claim {self.claims[c]}, request {data.name}: cannot add device {candidate.text()} "
                     "because a claim constraint would not be satisfied"
                 )
             return None
-        self._allocating.setdefault(candidate.id, set()).add(c)
+        consumed = None
+        if shared:
+            consumed = consumed_capacity(data.capacity, candidate.device.capacity)
+            self._allocating_capacity.insert(device, consumed)
+        else:
+            self._allocating.setdefault(device, set()).add(c)
         results = self.results[c]
         before = len(results)
-        results.append(Taken(data.result_name, candidate.id, data.admin_access))
+        results.append(Taken(data.result_name, device, data.admin_access, consumed))
 
         def undo() -> None:
             for constraint in constraints:
-                constraint.remove(request, subrequest)
-            self._allocating[candidate.id].discard(c)
+                constraint.remove(request, subrequest, candidate)
+            if consumed is None:
+                self._allocating[device].discard(c)
+            else:
+                self._allocating_capacity.remove(device, consumed)
             del results[before:]
 
         return undo
