@@ -176,3 +176,62 @@ def test_a_document_the_api_server_would_refuse_names_file_and_field(tmp_path: P
 def test_the_command_is_listed_with_its_summary() -> None:
     listed = run_cli("--help")
     assert "allocate" in listed.stdout
+
+
+def test_a_share_allocated_before_consumes_its_capacity(tmp_path: Path) -> None:
+    (tmp_path / "shared.yaml").write_text(
+        """apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.example.com}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: s}
+spec:
+  driver: gpu.example.com
+  nodeName: node-1
+  pool: {name: node-1, resourceSliceCount: 1}
+  devices:
+  - {name: gpu-0, allowMultipleAllocations: true, capacity: {memory: {value: 8Gi}}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: first, namespace: default}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.example.com, capacity: {requests: {memory: 6Gi}}}
+status:
+  allocation:
+    devices:
+      results:
+      - request: gpu
+        driver: gpu.example.com
+        pool: node-1
+        device: gpu-0
+        shareID: 0b7e6a52-0000-4000-8000-00000000000a
+        consumedCapacity: {memory: 6Gi}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: second, namespace: default}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.example.com, capacity: {requests: {memory: 4Gi}}}
+"""
+    )
+    done = allocate(str(tmp_path), "--node", "node-1")
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines()[-1] == (
+        '  default/second, request "gpu": 1 wanted, 0 of 1 fit; capacity: 1 '
+        "(first: gpu.example.com/node-1/gpu-0, the capacity asked does not fit beside what is consumed)"
+    )
+    smaller = tmp_path / "shared.yaml"
+    smaller.write_text(smaller.read_text().replace("memory: 4Gi", "memory: 2Gi"))
+    fits = allocate(str(tmp_path), "--node", "node-1", "--json")
+    assert fits.returncode == 0, fits.stdout
+    (_, second) = json.loads(fits.stdout)["claims"]
+    assert second["allocation"]["devices"]["results"][0]["consumedCapacity"] == {"memory": "2Gi"}

@@ -25,14 +25,21 @@ from kubedevice.resource.document_file import (
 from kubedevice.resource.documents import DRADocument, read_document
 from kubedevice.resource.fields import DocumentError
 from kubedevice.resource.model import (
+    AllocationResult,
     ClaimDocument,
     ClaimTemplateDocument,
     DeviceClassDocument,
-    DeviceID,
     NamespaceDocument,
     ResourceSliceDocument,
 )
-from kubedevice.scheduler import AllocationRequest, CelSelectors, ClaimToAllocate, SliceScan, gather_pools
+from kubedevice.scheduler import (
+    AllocatedState,
+    AllocationRequest,
+    CelSelectors,
+    ClaimToAllocate,
+    SliceScan,
+    gather_pools,
+)
 
 __all__ = ["InputError", "Inputs", "Plan", "plan", "read_inputs"]
 
@@ -185,17 +192,8 @@ def plan(inputs: Inputs, node_name: str, node_labels: Mapping[str, str]) -> Plan
     claims = [(_decided(inputs, c), "") for c in inputs.claims]
     if inputs.pod is not None:
         claims = _pod_claims(inputs, inputs.pod)
-    in_use: set[DeviceID] = set()
-    for claim in [*(c for c, _ in claims), *(_decided(inputs, c) for c in inputs.claims)]:
-        if claim.allocation is not None:
-            in_use.update(
-                (r.driver, r.pool, r.device) for r in claim.allocation.results if not r.admin_access
-            )
-    for record in inputs.decided.records.values():
-        if record.allocation is not None:
-            in_use.update(
-                (r.driver, r.pool, r.device) for r in record.allocation.results if not r.admin_access
-            )
+    # What allocated claims hold (whole devices, and the capacity shares consume), each allocation once.
+    allocated = AllocatedState.gather(_allocations(inputs, [c for c, _ in claims]))
     wanted = [c for c, _ in claims if c.allocation is None]
     if not wanted:
         what = f"pod {inputs.pod.pod.namespace}/{inputs.pod.pod.name}" if inputs.pod else "the inputs"
@@ -208,12 +206,25 @@ def plan(inputs: Inputs, node_name: str, node_labels: Mapping[str, str]) -> Plan
         claims=tuple(ClaimToAllocate(c.meta.namespace, c.meta.name, c.spec) for c in wanted),
         classes=inputs.classes,
         pools=scan.pools,
-        in_use=frozenset(in_use),
+        in_use=allocated.in_use,
         namespaces=inputs.namespaces,
         node_name=node_name,
         node_labels=dict(node_labels),
+        consumed_capacity=allocated.consumed_capacity,
     )
     return Plan(request, scan, tuple(claims), frozenset(c.meta.key for c in wanted))
+
+
+def _allocations(inputs: Inputs, claims: list[ClaimDocument]) -> list[AllocationResult]:
+    """Every allocation held, once per claim: the inputs' claims (with the daemon's decisions), the
+    given ones (a pod's), and the others the daemon decided (claims it generated)."""
+    by_key = {c.meta.key: _decided(inputs, c) for c in inputs.claims}
+    by_key.update((c.meta.key, c) for c in claims)
+    held = [c.allocation for c in by_key.values() if c.allocation is not None]
+    for key, record in inputs.decided.records.items():
+        if record.allocation is not None and key not in by_key:
+            held.append(record.allocation)
+    return held
 
 
 def _decided(inputs: Inputs, claim: ClaimDocument) -> ClaimDocument:
