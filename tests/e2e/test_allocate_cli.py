@@ -227,7 +227,8 @@ spec:
     assert done.returncode == 1, done.stderr
     assert done.stdout.splitlines()[-1] == (
         '  default/second, request "gpu": 1 wanted, 0 of 1 fit; capacity: 1 '
-        "(first: gpu.example.com/node-1/gpu-0, the capacity asked does not fit beside what is consumed)"
+        "(first: gpu.example.com/node-1/gpu-0, its capacity cannot hold the request "
+        "(too little left, or outside its requestPolicy))"
     )
     smaller = tmp_path / "shared.yaml"
     smaller.write_text(smaller.read_text().replace("memory: 4Gi", "memory: 2Gi"))
@@ -235,3 +236,23 @@ spec:
     assert fits.returncode == 0, fits.stdout
     (_, second) = json.loads(fits.stdout)["claims"]
     assert second["allocation"]["devices"]["results"][0]["consumedCapacity"] == {"memory": "2Gi"}
+
+
+def test_a_device_taint_rule_taints_the_devices_it_selects(tmp_path: Path) -> None:
+    (tmp_path / "rule.yaml").write_text(
+        """apiVersion: resource.k8s.io/v1
+kind: DeviceTaintRule
+metadata: {name: maintenance}
+spec:
+  deviceSelector: {driver: gpu.example.com, pool: node-1, device: gpu-2}
+  taint: {key: example.com/maintenance, value: planned, effect: NoSchedule}
+"""
+    )
+    done = allocate(str(DRIVER), str(BIG), str(tmp_path), "--node", "node-1", "--json")
+    assert done.returncode == 1, done.stderr
+    (request,) = json.loads(done.stdout)["unschedulable"]["requests"]
+    assert [(r["rule"], r["count"], r["first"]) for r in request["ruledOut"]] == [
+        ("request selector", 2, "gpu.example.com/node-1/gpu-0"),
+        ("taint", 1, "gpu.example.com/node-1/gpu-2"),
+    ]
+    assert "example.com/maintenance=planned:NoSchedule" in request["ruledOut"][1]["detail"]

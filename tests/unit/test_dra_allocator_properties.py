@@ -9,6 +9,11 @@ reference: same answer when there is one, none when there is none.
 Devices may be shared (allowMultipleAllocations, with a `mem` capacity or none) and requests may ask an
 amount of `mem`: a shared device serves any number of requests while the amounts fit, beside what
 allocated claims already consume of it.
+
+The pool may have a shared counter that devices consume (partitionable devices): an assignment is valid
+only while what the chosen devices and the allocated ones consume fits in it (a shared device consumes it
+once, however many shares it has), and a pool the allocated devices already overdraw gives no device
+that consumes it.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubedevice.resource.capacity import CapacityRequirements
+from kubedevice.resource.counters import Counter, CounterSet, DeviceCounterConsumption
 from kubedevice.resource.model import AttributeValue
 from kubedevice.resource.quantity import Quantity
 from kubedevice.scheduler.allocator import Unschedulable, allocate
@@ -45,6 +51,9 @@ class Case:
     claims: list[tuple[list[tuple[str, int, int | None]], bool]]  # ([(class, count, mem wanted)], numa)
     in_use: frozenset[int]
     consumed: dict[int, int]  # mem already consumed by shares of allocated claims
+    #: The pool's shared counter (None: no counters), and what each device consumes of it (None: nothing).
+    counter: int | None = None
+    consumes: tuple[int | None, ...] = ()
 
 
 @st.composite
@@ -77,7 +86,11 @@ def cases(draw: st.DrawFn) -> Case:
     consumed = (
         draw(st.dictionaries(st.sampled_from(shared_memory), st.integers(0, 2))) if shared_memory else {}
     )
-    return Case(devices, claims, in_use, consumed)
+    counter = draw(st.one_of(st.none(), st.integers(0, 6)))
+    consumes = tuple(
+        draw(st.one_of(st.none(), st.integers(1, 3))) if counter is not None else None for _ in devices
+    )
+    return Case(devices, claims, in_use, consumed, counter, consumes)
 
 
 Slot = tuple[int, int, str, int | None]  # (claim, request, class, mem wanted)
@@ -113,11 +126,25 @@ def _valid(case: Case, slots: list[Slot], choice: list[int]) -> bool:
             return False
         else:
             whole.add(d)
+    if not _counters_fit(case, choice):
+        return False
     for c, (_requests, numa) in enumerate(case.claims):
         values = [case.devices[d].numa for (sc, *_), d in zip(slots, choice, strict=False) if sc == c]
         if numa and values and (None in values or len(set(values)) > 1):
             return False
     return True
+
+
+def _counters_fit(case: Case, choice: list[int]) -> bool:
+    """The chosen devices that consume the counter (each once), beside the allocated ones."""
+    if case.counter is None:
+        return True
+    allocated = case.in_use | case.consumed.keys()
+    chosen = {d for d in choice if case.consumes[d] is not None and d not in allocated}
+    if not chosen:
+        return True
+    left = case.counter - sum(case.consumes[d] or 0 for d in allocated)
+    return left >= 0 and left - sum(case.consumes[d] or 0 for d in chosen) >= 0
 
 
 def _assignments(case: Case, slots: list[Slot], choice: list[int]) -> Iterator[list[int]]:
@@ -154,7 +181,7 @@ def cel() -> CelSelectors:
     return CelSelectors()
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(case=cases())
 def test_the_first_valid_assignment_or_none(cel: CelSelectors, case: Case) -> None:
     devices = []
@@ -163,7 +190,11 @@ def test_the_first_valid_assignment_or_none(cel: CelSelectors, case: Case) -> No
         if d.numa is not None:
             attributes["numaNode"] = attr(d.numa)
         memory = {"mem": str(d.memory)} if d.memory is not None else None
-        devices.append(dev(f"d{i}", attributes, memory, shared=d.shared))
+        use = case.consumes[i] if case.consumes else None
+        consumption = (
+            () if use is None else (DeviceCounterConsumption("s", {"c": Counter(str(use), use * 10**9)}),)
+        )
+        devices.append(dev(f"d{i}", attributes, memory, shared=d.shared, consumes_counters=consumption))
     claims = [
         claim(
             f"c{c}",
@@ -180,9 +211,12 @@ def test_the_first_valid_assignment_or_none(cel: CelSelectors, case: Case) -> No
         )
         for c, (requests, numa) in enumerate(case.claims)
     ]
+    sets = None
+    if case.counter is not None:
+        sets = {"s": CounterSet("s", {"c": Counter(str(case.counter), case.counter * 10**9)})}
     built = request(
         claims,
-        [pool(*devices)],
+        [pool(*devices, counter_sets=sets)],
         CLASSES,
         in_use={(GPU, NODE, f"d{i}") for i in case.in_use},
         consumed={(GPU, NODE, f"d{i}"): {"mem": Quantity.of(n)} for i, n in case.consumed.items()},
@@ -201,3 +235,22 @@ def test_the_first_valid_assignment_or_none(cel: CelSelectors, case: Case) -> No
             for a in allocate(built, cel)
         ]
         assert got == expected
+
+
+def test_a_shared_device_consumes_its_counters_once(cel: CelSelectors) -> None:
+    """Upstream's `skipCounterCheck`: shares after the first (allocated or in this search) use no counters,
+    so a second device still finds its counters left."""
+    half = (DeviceCounterConsumption("s", {"c": Counter("2", 2 * 10**9)}),)
+    sets = {"s": CounterSet("s", {"c": Counter("4", 4 * 10**9)})}
+    shared = dev("d0", {"kind": attr("a")}, {"mem": "8"}, shared=True, consumes_counters=half)
+    other = dev("d1", {"kind": attr("b")}, {"mem": "8"}, consumes_counters=half)
+    two, four = (CapacityRequirements({"mem": Quantity.of(n)}) for n in (2, 4))
+    claims = [claim(f"c{i}", req("r0", "a", capacity=two)) for i in range(3)]
+    claims.append(claim("c3", req("r0", "any", capacity=four)))
+    got = allocate(request(claims, [pool(shared, other, counter_sets=sets)], CLASSES), cel)
+    assert [[r.device for r in a.results] for a in got] == [["d0"], ["d0"], ["d0"], ["d1"]]
+    allocated = {(GPU, NODE, "d0"): {"mem": Quantity.of(2)}}
+    built = request(
+        claims[:2] + claims[3:], [pool(shared, other, counter_sets=sets)], CLASSES, consumed=allocated
+    )
+    assert [[r.device for r in a.results] for a in allocate(built, cel)] == [["d0"], ["d0"], ["d1"]]

@@ -93,7 +93,8 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ),
     (
         slice_with({"x": {"ints": [1]}}, devices=65),
-        "spec.devices: must have at most 64 items when a device has list attributes, has 65",
+        "spec.devices: must have at most 64 items when a device has taints, consumes counters or has list "
+        "attributes, has 65",
     ),
 ]
 

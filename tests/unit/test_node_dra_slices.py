@@ -248,11 +248,19 @@ def test_bad_node_selectors_are_refused_with_their_field(selector: dict[str, obj
 @pytest.mark.parametrize(
     ("spec", "device", "feature", "marked"),
     [
-        ({}, {"taints": [{"key": "k", "effect": "NoSchedule"}]}, "device taints and tolerations", ["gpu-9"]),
-        ({}, {"consumesCounters": [{"counterSet": "c"}]}, "partitionable devices", ["gpu-9"]),
-        ({}, {"bindsToNode": True}, "binding conditions", ["gpu-9"]),
-        ({}, {"bindingConditions": ["ready"]}, "binding conditions", ["gpu-9"]),
-        ({"sharedCounters": [{"name": "c"}]}, {}, "partitionable devices", ["gpu-0", "gpu-9"]),
+        (
+            {},
+            {"nodeAllocatableResources": {"cpu": {"mapping": {"deviceMultiplier": "8"}}}},
+            "node allocatable resources",
+            ["gpu-9"],
+        ),
+        (
+            {"partitionTypeAttribute": "gpu.example.com/profile"},
+            {},
+            "partition type attribute",
+            ["gpu-0", "gpu-9"],
+        ),
+        ({"skipNodeOperations": ["*"]}, {}, "optional node operations", ["gpu-0", "gpu-9"]),
     ],
 )
 def test_left_out_slice_features_are_reported_and_their_devices_marked(
@@ -270,11 +278,12 @@ def test_left_out_slice_features_are_reported_and_their_devices_marked(
     ]
 
 
-def test_v1beta1_left_out_fields_are_read_under_basic() -> None:
+def test_v1beta1_device_fields_are_read_under_basic() -> None:
     device = {"name": "gpu-9", "basic": {"taints": [{"key": "k", "effect": "NoSchedule"}]}}
     doc = slice_doc("s", [device], version="v1beta1")
     [s] = parse_slice_file("f.yaml", yaml.safe_dump(doc).encode()).slices
-    assert s.devices[0].unsupported == "device taints and tolerations"
+    assert s.devices[0].unsupported is None
+    assert [t.text() for t in s.devices[0].taints] == ["k:NoSchedule"]
 
 
 BAD = [

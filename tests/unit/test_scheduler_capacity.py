@@ -522,6 +522,11 @@ SUCCESS: dict[str, tuple[Callable[[], Any], list[list[Result]]]] = {
     ),
 }
 
+DEVICE_1_NO_CAPACITY = (
+    "; gpu.example.com/node-1/device-1: its capacity cannot hold the request (too little left, or outside "
+    "its requestPolicy)"
+)
+
 FAILURE: dict[str, tuple[Callable[[], Any], str]] = {
     "consumable-capacity-multi-allocatable-device-with-missing-capacity-request": (
         lambda: request(
@@ -529,7 +534,8 @@ FAILURE: dict[str, tuple[Callable[[], Any], str]] = {
             [pool(shared("device-1", {C1: DeviceCapacity(ONE)}))],
             [PLAIN],
         ),
-        'ResourceClaim default/claim-0, request "req-0": 1 matching device(s) wanted, 0 free',
+        'ResourceClaim default/claim-0, request "req-0": 1 matching device(s) wanted, 0 free'
+        + DEVICE_1_NO_CAPACITY,
     ),
     "consumable-capacity-multi-allocatable-device-allocation-mode-all-with-missing-capacity-request": (
         lambda: request(
@@ -553,7 +559,8 @@ FAILURE: dict[str, tuple[Callable[[], Any], str]] = {
             [pool(shared("device-1", {C0: policy_values(ZERO, ONE)}))],
             [MULTI],
         ),
-        'ResourceClaim default/claim-0, request "req-0": 1 matching device(s) wanted, 0 free',
+        'ResourceClaim default/claim-0, request "req-0": 1 matching device(s) wanted, 0 free'
+        + DEVICE_1_NO_CAPACITY,
     ),
     "consumable-capacity-multi-allocatable-device-with-exceeded-consumable-capacity-request": (
         lambda: request(
@@ -569,7 +576,8 @@ FAILURE: dict[str, tuple[Callable[[], Any], str]] = {
             [pool(shared("device-1", {C0: policy_range(Quantity.of(10, "BinarySI"))}))],
             [MULTI],
         ),
-        'ResourceClaim default/claim-0, request "req-0": 1 matching device(s) wanted, 0 free',
+        'ResourceClaim default/claim-0, request "req-0": 1 matching device(s) wanted, 0 free'
+        + DEVICE_1_NO_CAPACITY,
     ),
     "consumable-capacity-multi-allocatable-device-with-no-available-consumable-capacity": (
         lambda: with_state(
@@ -580,7 +588,8 @@ FAILURE: dict[str, tuple[Callable[[], Any], str]] = {
             ),
             device_1={C0: TWO},
         ),
-        'ResourceClaim default/claim-0, request "req-0": 1 matching device(s) wanted, 0 free',
+        'ResourceClaim default/claim-0, request "req-0": 1 matching device(s) wanted, 0 free'
+        + DEVICE_1_NO_CAPACITY,
     ),
     "consumable-capacity-multi-allocatable-device-allocation-mode-all-allocating-insufficient": (
         lambda: request(

@@ -352,7 +352,10 @@ def test_capacity_rules_out_a_shared_device_too_full_and_shares_are_never_in_use
         (e.request, e.wanted, e.fit, [(r.rule, r.count, r.first) for r in e.ruled_out]) for e in explanation
     ]
     assert got == [("a", 1, 1, [("capacity", 1, d("gpu-0"))]), ("b", 3, 1, [("capacity", 1, d("gpu-0"))])]
-    assert explanation[0].ruled_out[0].detail == "the capacity asked does not fit beside what is consumed"
+    assert (
+        explanation[0].ruled_out[0].detail
+        == "its capacity cannot hold the request (too little left, or outside its requestPolicy)"
+    )
 
 
 def test_distinct_attribute_on_lists_rules_out_a_device_sharing_a_value(cel: CelSelectors) -> None:
@@ -380,3 +383,29 @@ def test_distinct_attribute_on_lists_rules_out_a_device_sharing_a_value(cel: Cel
     )
     two = request([claim("c1", req("a", count=2), constraints=(distinct,))], [pool(*roots)])
     assert [r.device for r in allocate(two, cel)[0].results] == ["gpu-0", "gpu-2"]
+
+
+def test_node_and_taint_rule_out_devices_in_their_rules_place(cel: CelSelectors) -> None:
+    """gpu-0 is for another node (per-device node selection), gpu-1 has a NoSchedule taint."""
+    from dataclasses import replace
+
+    from kubedevice.resource.taints import DeviceTaint
+
+    devices = [
+        dev("gpu-0"),
+        dev("gpu-1"),
+        dev("gpu-2"),
+    ]
+    devices[0] = replace(devices[0], node_name="node-2")
+    devices[1] = replace(devices[1], node_name=NODE, taints=(DeviceTaint("example.com/bad", "NoSchedule"),))
+    devices[2] = replace(devices[2], all_nodes=True)
+    built = pool(*devices)
+    built = replace(built, slices=tuple(replace(s, per_device_node_selection=True) for s in built.slices))
+    _, (one,) = explained(request([claim("c1", req("gpu", count=2))], [built]), cel)
+    assert (one.fit, [(r.rule, r.count, r.first, r.detail) for r in one.ruled_out]) == (
+        1,
+        [
+            ("node", 1, d("gpu-0"), "its own node selection leaves out this node"),
+            ("taint", 1, d("gpu-1"), "example.com/bad:NoSchedule, which the request does not tolerate"),
+        ],
+    )

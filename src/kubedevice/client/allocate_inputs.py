@@ -29,6 +29,7 @@ from kubedevice.resource.model import (
     ClaimDocument,
     ClaimTemplateDocument,
     DeviceClassDocument,
+    DeviceTaintRuleDocument,
     NamespaceDocument,
     ResourceSliceDocument,
 )
@@ -57,14 +58,13 @@ class Inputs:
     classes: dict[str, DeviceClassDocument] = field(default_factory=dict)
     namespaces: dict[str, NamespaceDocument] = field(default_factory=dict)
     slices: list[ResourceSliceDocument] = field(default_factory=list)
-    #: The other kinds `read_document` reads (e.g. DeviceTaintRule), kept for the request.
-    others: list[Any] = field(default_factory=list)
+    taint_rules: list[DeviceTaintRuleDocument] = field(default_factory=list)
     #: The allocations and generated claims the daemon decided (`dra_claims.json`), when read.
     decided: ClaimStore = field(default_factory=ClaimStore)
     #: The pod given with `--pod`.
     pod: PodManifest | None = None
 
-    def add(self, document: DRADocument | ResourceSliceDocument | Any) -> None:
+    def add(self, document: DRADocument | ResourceSliceDocument) -> None:
         if isinstance(document, ClaimDocument):
             self.claims.append(document)
         elif isinstance(document, ClaimTemplateDocument):
@@ -75,8 +75,8 @@ class Inputs:
             self.namespaces[document.meta.name] = document
         elif isinstance(document, ResourceSliceDocument):
             self.slices.append(document)
-        else:
-            self.others.append(document)
+        elif isinstance(document, DeviceTaintRuleDocument):
+            self.taint_rules.append(document)
 
 
 def read_inputs(
@@ -211,6 +211,7 @@ def plan(inputs: Inputs, node_name: str, node_labels: Mapping[str, str]) -> Plan
         node_name=node_name,
         node_labels=dict(node_labels),
         consumed_capacity=allocated.consumed_capacity,
+        taint_rules=tuple(inputs.taint_rules),
     )
     return Plan(request, scan, tuple(claims), frozenset(c.meta.key for c in wanted))
 

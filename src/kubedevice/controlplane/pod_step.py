@@ -235,6 +235,7 @@ class _Step:
             node_name=context.node_name,
             node_labels=context.node_labels,
             consumed_capacity=allocated.consumed_capacity,
+            taint_rules=tuple(context.documents.taint_rules.values()),
         )
         try:
             allocations = allocate(request, context.selectors)

@@ -4,12 +4,12 @@ lists."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from kubedevice.resource.capacity import CapacityRequirements
 from kubedevice.resource.device_status import device_statuses_json
 from kubedevice.resource.model import ClaimDocument, ConsumerReference, ResourceClaimSpec
+from kubedevice.resource.taints import DeviceToleration
 
 API_VERSION = "resource.k8s.io/v1"
 
@@ -114,9 +114,9 @@ def _device_selection(device_class: str, selectors: tuple[str, ...], mode: str, 
 
 
 def _tolerations_and_capacity(
-    out: dict[str, Any], tolerations: tuple[Mapping[str, Any], ...], capacity: CapacityRequirements | None
+    out: dict[str, Any], tolerations: tuple[DeviceToleration, ...], capacity: CapacityRequirements | None
 ) -> None:
     if tolerations:
-        out["tolerations"] = [dict(t) for t in tolerations]
+        out["tolerations"] = [t.to_json() for t in tolerations]
     if capacity is not None:
         out["capacity"] = capacity.to_json()

@@ -64,7 +64,7 @@ def parse_quantity(text: str) -> Decimal:
             if not -_EXPONENT_LIMIT <= exponent < _EXPONENT_LIMIT:
                 raise ValueError(QUANTITY_FORMAT_ERROR)
             return number.scaleb(exponent, _WIDE)
-        return number * _SUFFIXES[match.group(3) or ""]
+        return number.fma(_SUFFIXES[match.group(3) or ""], 0, _EXACT)
     except InvalidOperation as err:
         raise ValueError(QUANTITY_FORMAT_ERROR) from err
 
@@ -263,3 +263,26 @@ def _kept_as_written(number: str, exponent: int, fmt: QuantityFormat) -> bool:
         return False
     scale = exponent - len(fraction)
     return scale >= -9 and scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0"
+
+
+#: The largest whole amount a quantity in nano-units is allowed here (int64, as `Quantity.Value()`).
+MAX_QUANTITY_UNITS = _INT64_MAX
+
+
+class QuantityTooLargeError(ValueError):
+    """A quantity beyond 2^63-1 units."""
+
+
+def quantity_nanos(value: object) -> int:
+    """A quantity (its text, or an integer as YAML gives it) as an exact integer number of nano-units, as
+    `Quantity.parse` keeps it (finer than a nano rounded up, a binary-suffixed value capped at 2^63-1): sums
+    and comparisons of counters are then plain integer arithmetic. ValueError when it is not a quantity, or
+    is beyond 2^63-1 units (apimachinery holds that as an arbitrary-precision decimal: nothing a device
+    counts comes near)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError(QUANTITY_FORMAT_ERROR)
+    text = str(value)
+    number = Quantity.parse(text).value
+    if abs(number) > MAX_QUANTITY_UNITS:
+        raise QuantityTooLargeError(f"{text} is too large (at most {MAX_QUANTITY_UNITS})")
+    return int(number.scaleb(9, _EXACT))

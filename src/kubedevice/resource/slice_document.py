@@ -1,8 +1,13 @@
 """One ResourceSlice document (`resource.k8s.io` v1, v1beta2 or v1beta1) read into the model.
 
-v1beta1 keeps a device's fields under `basic`; v1 and v1beta2 write them on the device. A slice that uses
-a feature kubedevice leaves out is read, not refused: the slice and its devices are marked with the
-feature, and such a device is never a candidate for allocation.
+v1beta1 keeps a device's fields under `basic`; v1 and v1beta2 write them on the device. Shared counters
+(counter_reader.py), taints (taint_reader.py), per-device node selection and binding conditions are read
+and checked as the API server checks them. A slice that uses a feature kubedevice leaves out is read, not
+refused: the slice and its devices are marked with the feature, and such a device is never a candidate for
+allocation.
+
+Counter sets may share a slice with devices: Kubernetes 1.35+ publishes them in a slice of their own (its
+API server refuses both in one), older drivers beside their devices; both are read.
 """
 
 from __future__ import annotations
@@ -13,8 +18,8 @@ from typing import Any
 
 from kubedevice.resource.capacity import DeviceCapacity
 from kubedevice.resource.capacity_reader import read_device_capacity
-from kubedevice.resource.claim_spec import TAINTS
-from kubedevice.resource.fields import Fields, is_qualified_attribute
+from kubedevice.resource.counter_reader import read_consumption, read_counter_sets
+from kubedevice.resource.fields import Fields, is_qualified_attribute, shown
 from kubedevice.resource.identity import document_uid
 from kubedevice.resource.model import (
     LIST_KINDS,
@@ -23,33 +28,30 @@ from kubedevice.resource.model import (
     ResourceSliceDocument,
     SliceDevice,
 )
+from kubedevice.resource.names import is_qualified_name
 from kubedevice.resource.node_selector_reader import read_node_selector
+from kubedevice.resource.taint_reader import read_taints
 
-#: The API's limits on one slice's devices and on one device's attributes and capacities together.
+#: The API's limits on one slice's devices (`ResourceSliceMaxDevices`; with taints, counters consumed or
+#: list attributes, `ResourceSliceMaxDevicesWithAdvancedFeatures`), on one device's attributes and
+#: capacities together, and on a device's binding conditions and binding failure conditions.
 MAX_DEVICES = 128
+MAX_DEVICES_WITH_ADVANCED_FEATURES = 64
 MAX_ATTRIBUTES_AND_CAPACITIES = 32
-PARTITIONABLE = "partitionable devices"
-BINDING_CONDITIONS = "binding conditions"
+MAX_BINDING_CONDITIONS = 4
 #: Device fields of the features left out, in the order they are looked for.
-_DEVICE_FEATURES: tuple[tuple[str, str], ...] = (
-    ("consumesCounters", PARTITIONABLE),
-    ("nodeName", PARTITIONABLE),
-    ("nodeSelector", PARTITIONABLE),
-    ("allNodes", PARTITIONABLE),
-    ("taints", TAINTS),
-    ("bindingConditions", BINDING_CONDITIONS),
-    ("bindingFailureConditions", BINDING_CONDITIONS),
-    ("bindsToNode", BINDING_CONDITIONS),
+_DEVICE_FEATURES: tuple[tuple[str, str], ...] = (("nodeAllocatableResources", "node allocatable resources"),)
+_SLICE_FEATURES = (
+    ("partitionTypeAttribute", "partition type attribute"),
+    ("skipNodeOperations", "optional node operations"),
 )
-_SLICE_FEATURES = (("sharedCounters", PARTITIONABLE), ("perDeviceNodeSelection", PARTITIONABLE))
+_DEVICE_NODE_FIELDS = ("nodeName", "nodeSelector", "allNodes")
 _INT64 = (-(2**63), 2**63 - 1)
 #: A device attribute's fields, the list ones last.
 _ATTRIBUTE_KINDS = ("int", "bool", "string", "version", *LIST_KINDS)
 #: The API's limit on one device's attribute values, a list's elements each counting
-#: (ResourceSliceMaxAttributeValuesPerDevice), and on a slice's devices when one has list attributes
-#: (ResourceSliceMaxDevicesWithAdvancedFeatures).
+#: (ResourceSliceMaxAttributeValuesPerDevice).
 MAX_ATTRIBUTE_VALUES = 48
-MAX_DEVICES_WITH_LIST_ATTRIBUTES = 64
 _SEMVER = re.compile(
     r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
     r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
@@ -90,20 +92,22 @@ def parse_slice(doc: Mapping[str, Any], version: str, source: str) -> ResourceSl
             "spec", "exactly one of nodeName, nodeSelector, allNodes or perDeviceNodeSelection must be set"
         )
     unsupported = next((feature for key, feature in _SLICE_FEATURES if spec.get(key)), None)
+    per_device = f.boolean(spec.get("perDeviceNodeSelection"), "spec.perDeviceNodeSelection")
     raw_devices = f.items(spec.get("devices"), "spec.devices", at_most=MAX_DEVICES)
     devices: list[SliceDevice] = []
     for i, raw in enumerate(raw_devices):
-        device = _device(f, raw, f"spec.devices[{i}]", version == "v1beta1", unsupported)
+        device = _device(f, raw, f"spec.devices[{i}]", version == "v1beta1", unsupported, per_device)
         if any(d.name == device.name for d in devices):
             raise f.error(f"spec.devices[{i}].name", f"{device.name!r} is used by another device")
         devices.append(device)
-    if len(devices) > MAX_DEVICES_WITH_LIST_ATTRIBUTES and any(
-        a.kind in LIST_KINDS for d in devices for a in d.attributes.values()
+    if len(devices) > MAX_DEVICES_WITH_ADVANCED_FEATURES and any(
+        d.taints or d.consumes_counters or any(a.kind in LIST_KINDS for a in d.attributes.values())
+        for d in devices
     ):
         raise f.error(
             "spec.devices",
-            f"must have at most {MAX_DEVICES_WITH_LIST_ATTRIBUTES} items when a device has list attributes, "
-            f"has {len(devices)}",
+            f"must have at most {MAX_DEVICES_WITH_ADVANCED_FEATURES} items when a device has taints, "
+            f"consumes counters or has list attributes, has {len(devices)}",
         )
     return ResourceSliceDocument(
         meta=meta,
@@ -120,10 +124,14 @@ def parse_slice(doc: Mapping[str, Any], version: str, source: str) -> ResourceSl
             if spec.get("nodeSelector") is None
             else read_node_selector(f, spec.get("nodeSelector"), "spec.nodeSelector")
         ),
+        per_device_node_selection=per_device,
+        shared_counters=read_counter_sets(f, spec.get("sharedCounters"), "spec.sharedCounters"),
     )
 
 
-def _device(f: Fields, raw: Any, path: str, basic: bool, slice_feature: str | None) -> SliceDevice:
+def _device(
+    f: Fields, raw: Any, path: str, basic: bool, slice_feature: str | None, per_device: bool
+) -> SliceDevice:
     device = f.mapping(raw, path)
     name = f.dns_label(device.get("name"), f"{path}.name")
     body, at = (f.mapping(device.get("basic"), f"{path}.basic"), f"{path}.basic") if basic else (device, path)
@@ -149,7 +157,80 @@ def _device(f: Fields, raw: Any, path: str, basic: bool, slice_feature: str | No
         feature = next(
             (feat for key, feat in _DEVICE_FEATURES if body.get(key) not in (None, False, [], {})), None
         )
-    return SliceDevice(name, attributes, capacity, feature, allow_multiple_allocations=shared)
+    conditions = _conditions(f, body, at)
+    return SliceDevice(
+        name,
+        attributes,
+        capacity,
+        feature,
+        allow_multiple_allocations=shared,
+        consumes_counters=read_consumption(f, body.get("consumesCounters"), f"{at}.consumesCounters"),
+        taints=read_taints(f, body.get("taints"), f"{at}.taints"),
+        binding_conditions=conditions[0],
+        binding_failure_conditions=conditions[1],
+        binds_to_node=f.boolean(body.get("bindsToNode"), f"{at}.bindsToNode"),
+        **_node_selection(f, body, at, per_device),
+    )
+
+
+def _node_selection(f: Fields, body: Mapping[str, Any], at: str, per_device: bool) -> dict[str, Any]:
+    """A device's own `nodeName`, `nodeSelector` or `allNodes`: exactly one when its slice has
+    `perDeviceNodeSelection`, none otherwise (`validateDevice`)."""
+    chosen = [k for k in _DEVICE_NODE_FIELDS if body.get(k) is not None]
+    if not per_device:
+        if chosen:
+            raise f.error(
+                at,
+                "`nodeName`, `nodeSelector` and `allNodes` can only be set if `perDeviceNodeSelection` is "
+                "set to true in the ResourceSlice spec",
+            )
+        return {}
+    if len(chosen) != 1:
+        raise f.error(
+            at,
+            "exactly one of `nodeName`, `nodeSelector`, or `allNodes` is required when "
+            "`perDeviceNodeSelection` is set to true in the ResourceSlice spec",
+        )
+    [key] = chosen
+    if key == "nodeName":
+        return {"node_name": f.dns_subdomain(body.get("nodeName"), f"{at}.nodeName")}
+    if key == "allNodes":
+        if body.get("allNodes") is not True:
+            raise f.error(f"{at}.allNodes", "must be either unset or set to true")
+        return {"all_nodes": True}
+    return {"node_selector": read_node_selector(f, body.get("nodeSelector"), f"{at}.nodeSelector")}
+
+
+def _conditions(f: Fields, body: Mapping[str, Any], at: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """`bindingConditions` and `bindingFailureConditions`: at most 4 each, condition types (qualified
+    names), no repeats, none in both, and one list never without the other
+    (`validateDeviceBindingParameters`)."""
+    lists: list[tuple[str, ...]] = []
+    for field in ("bindingConditions", "bindingFailureConditions"):
+        path = f"{at}.{field}"
+        items: list[str] = []
+        for i, raw in enumerate(f.items(body.get(field), path, at_most=MAX_BINDING_CONDITIONS)):
+            name = f.string(raw, f"{path}[{i}]", required=True)
+            if not is_qualified_name(name):
+                raise f.error(f"{path}[{i}]", f"{shown(name)} is not a condition type (a qualified name)")
+            if name in items:
+                raise f.error(f"{path}[{i}]", f"Duplicate value: {shown(name)}")
+            if lists and name in lists[0]:
+                raise f.error(
+                    f"{path}[{i}]", "bindingFailureConditions must not overlap with bindingConditions"
+                )
+            items.append(name)
+        lists.append(tuple(items))
+    conditions, failures = lists
+    if failures and not conditions:
+        raise f.error(
+            f"{at}.bindingConditions", "bindingConditions are required to use bindingFailureConditions"
+        )
+    if conditions and not failures:
+        raise f.error(
+            f"{at}.bindingFailureConditions", "bindingFailureConditions are required to use bindingConditions"
+        )
+    return conditions, failures
 
 
 def _named(f: Fields, value: Any, path: str) -> Mapping[str, Any]:

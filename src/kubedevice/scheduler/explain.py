@@ -9,11 +9,16 @@ search's candidates, and never raises. It follows a greedy pass over the pod's r
 - "in use": the device is held by an allocated claim (`AllocationRequest.in_use`), or was taken by an
   earlier request in this pass; for a request with `adminAccess`, only taken by an earlier request of
   the same claim (the search's rule);
-- "capacity": the capacity the request asks does not fit in the device beside what allocated claims
-  consume (Search.capacity_fits; what this pass took is not counted);
+- "node": a device with its own node selection (per-device node selection) that leaves this node out;
+- "taint": a `NoSchedule`/`NoExecute` taint the request does not tolerate; "counters": the shared
+  counters it consumes are used up; "capacity": the capacity the request asks does not fit beside what
+  allocated claims consume. These are the search's own checks (Search.untolerated_taint,
+  counters_available, capacity_fits), on the state the failed search left: what this pass took for
+  earlier requests is not counted by them;
 - "constraint": the device cannot join the devices taken before it by the requests a `matchAttribute`
-  of its claim names (it lacks the attribute, or its value meets none of theirs), those taken before it
-  within the same request included;
+  of its claim names (it lacks the attribute, or its value meets none of theirs), or a
+  `distinctAttribute` names (a device before it has one of its values), those taken before it within
+  the same request included;
 - a request takes the first devices that fit, as many as it wants (`All`: every matching device); a
   request that cannot get all it wants takes nothing, so the requests after it are explained as if it
   were not there. A `firstAvailable` request explains each of its subrequests and takes from the first
@@ -47,6 +52,7 @@ from kubedevice.scheduler.search import (
 
 __all__ = ["CHECKS", "Check", "explain_failure", "explain_requests"]
 
+_NO_CAPACITY = "its capacity cannot hold the request (too little left, or outside its requestPolicy)"
 _NO_COMBINATION = "no combination of free devices satisfies every request and constraint"
 
 
@@ -54,34 +60,54 @@ def explain_failure(search: Search, claims: Sequence[ClaimToAllocate]) -> str:
     """The first request, in search order, that cannot be met even alone; else the combination text.
 
     A `firstAvailable` request is tested by its first subrequest. "Free" counts the matching devices
-    not in use before the search (any matching device, for a request with admin access) that can hold
-    the request's consumable capacity beside what allocated claims consume.
+    not in use before the search (any matching device, for a request with admin access) that the request
+    tolerates the taints of, whose shared counters are left and that can hold the request's consumable
+    capacity beside what allocated claims consume; the first device ruled out by one of those is named.
     """
     for c, claim in enumerate(claims):
         for r, request in enumerate(claim.spec.requests):
             data = search.request_data[(c, r, 0)]
+            where = f'ResourceClaim {claim.key}, request "{request.name}": '
             if data.all_mode:
                 wanted = len(data.all_devices)
-                free = sum(1 for d in data.all_devices if data.admin_access or d.id not in search.in_use)
+                free, why = _free(search, data, [d for d in data.all_devices if _unused(search, data, d)])
                 if wanted == 0 or free < wanted:
-                    return (
-                        f'ResourceClaim {claim.key}, request "{request.name}": '
-                        f"all {wanted} matching device(s) wanted, {free} free"
-                    )
+                    return f"{where}all {wanted} matching device(s) wanted, {free} free{why}"
                 continue
-            free = sum(
-                1
+            matching = [
+                candidate
                 for candidate in search.candidates
-                if (data.admin_access or candidate.id not in search.in_use)
-                and _matches(search, (c, r, 0), data, candidate)
-                and search.capacity_fits(data, candidate)
-            )
+                if _unused(search, data, candidate) and _matches(search, (c, r, 0), data, candidate)
+            ]
+            free, why = _free(search, data, matching)
             if free < data.num_devices:
-                return (
-                    f'ResourceClaim {claim.key}, request "{request.name}": '
-                    f"{data.num_devices} matching device(s) wanted, {free} free"
-                )
+                return f"{where}{data.num_devices} matching device(s) wanted, {free} free{why}"
     return _NO_COMBINATION
+
+
+def _unused(search: Search, data: RequestData, candidate: Candidate) -> bool:
+    return data.admin_access or candidate.id not in search.in_use
+
+
+def _free(search: Search, data: RequestData, matching: list[Candidate]) -> tuple[int, str]:
+    """How many of the matching devices the request could take, and why the first one it cannot was
+    ruled out (a taint, its shared counters, its capacity), as a suffix of the message."""
+    free = 0
+    why = ""
+    for candidate in matching:
+        taint = search.untolerated_taint(data, candidate)
+        if taint is not None:
+            why = (
+                why
+                or f"; {candidate.text()} has the taint {taint.text()}, which the request does not tolerate"
+            )
+        elif not data.admin_access and not search.counters_available(candidate):
+            why = why or f"; {candidate.text()}: the shared counters it consumes are used up"
+        elif not search.capacity_fits(data, candidate):
+            why = why or f"; {candidate.text()}: {_NO_CAPACITY}"
+        else:
+            free += 1
+    return free, why
 
 
 def _matches(search: Search, key: tuple[int, int, int], data: RequestData, candidate: Candidate) -> bool:
@@ -183,24 +209,38 @@ def _values(values: frozenset[int | bool | str]) -> str:
     return ",".join(sorted(shown))
 
 
-#: The rules the explanation asks of each candidate, in RULES order: a device counts under the first that
-#: rules it out. A rule is one entry. The newer features' rules go in their RULES place, each calling a
-#: side-effect-free method of Search, as "capacity" is (Search.capacity_fits), e.g.
-#:     ("node", lambda p, data, c: None if p.search.device_for_node(c) else ""),
-#:     ("taint", lambda p, data, c: None if (t := p.search.untolerated_taint(data, c)) is None else str(t)),
-#:     ("counters", lambda p, data, c: None if p.search.counters_available(c) else ""),
-#: Such a method sees the search's state after the failed search (the allocated claims' devices and
-#: shares), not what this pass took for earlier requests.
-def _capacity(p: RulePass, data: RequestData, candidate: Candidate) -> str | None:
-    if p.search.capacity_fits(data, candidate):
+def _node(p: RulePass, data: RequestData, candidate: Candidate) -> str | None:
+    return None if p.search.node_matches(candidate) else "its own node selection leaves out this node"
+
+
+def _taint(p: RulePass, data: RequestData, candidate: Candidate) -> str | None:
+    taint = p.search.untolerated_taint(data, candidate)
+    return None if taint is None else f"{taint.text()}, which the request does not tolerate"
+
+
+def _counters(p: RulePass, data: RequestData, candidate: Candidate) -> str | None:
+    # A request with admin access uses no counters (the search's rule).
+    if data.admin_access or p.search.counters_available(candidate):
         return None
-    return "the capacity asked does not fit beside what is consumed"
+    return "the shared counters it consumes are used up"
 
 
+def _capacity(p: RulePass, data: RequestData, candidate: Candidate) -> str | None:
+    return None if p.search.capacity_fits(data, candidate) else _NO_CAPACITY
+
+
+#: The rules the explanation asks of each candidate, in RULES order: a device counts under the first that
+#: rules it out. A rule is one entry: a side-effect-free check, most of them the search's own (Search's
+#: node_matches, untolerated_taint, counters_available, capacity_fits). Those see the search's state after
+#: it failed (the allocated claims' devices, counters and shares), not what this pass took for earlier
+#: requests: only "in use" and "constraint" follow the pass.
 CHECKS: tuple[tuple[str, Check], ...] = (
+    ("node", _node),
     ("in use", _in_use),
     ("class selector", _class_selector),
     ("request selector", _request_selector),
+    ("taint", _taint),
+    ("counters", _counters),
     ("capacity", _capacity),
     ("constraint", _constraint),
 )

@@ -13,6 +13,7 @@ from kubedevice.resource.model import (
     ClaimTemplateDocument,
     DeviceClassDocument,
     DeviceID,
+    DeviceTaintRuleDocument,
     NamespaceDocument,
     Pool,
     ResourceClaimSpec,
@@ -85,6 +86,8 @@ class AllocationRequest:
     #: Devices (with allowMultipleAllocations) shared by allocated claims: what their shares consume of
     #: each capacity, summed (`AllocatedState.gather` fills this and `in_use` from allocations).
     consumed_capacity: Mapping[DeviceID, ConsumedCapacity] = field(default_factory=dict)
+    #: DeviceTaintRules: each adds its taint to the devices it selects.
+    taint_rules: Sequence[DeviceTaintRuleDocument] = ()
 
     @classmethod
     def from_documents(
@@ -100,13 +103,15 @@ class AllocationRequest:
         Every ResourceClaim without `status.allocation` is allocated, together, in the order given (as
         one pod's claims); the devices of those with one are in use (results with adminAccess excepted),
         besides `in_use`; a result with a shareID consumes its `consumedCapacity` of the device instead.
-        The ResourceSlices are gathered into pools as `gather_pools` does (its SliceScan says which slices
-        were ignored and why). A ResourceClaimTemplate is refused with
+        DeviceTaintRules taint the devices they select. The ResourceSlices are gathered into pools as
+        `gather_pools` does (its SliceScan says which slices were ignored and why). A ResourceClaimTemplate
+        is refused with
         ValueError: the scheduler sees the claim made from it, never the template.
         """
         claims: list[ClaimToAllocate] = []
         classes: dict[str, DeviceClassDocument] = {}
         namespaces: dict[str, NamespaceDocument] = {}
+        rules: list[DeviceTaintRuleDocument] = []
         slices: list[ResourceSliceDocument] = []
         allocations: list[AllocationResult] = []
         for document in documents:
@@ -119,6 +124,8 @@ class AllocationRequest:
                 classes[document.meta.name] = document
             elif isinstance(document, NamespaceDocument):
                 namespaces[document.meta.name] = document
+            elif isinstance(document, DeviceTaintRuleDocument):
+                rules.append(document)
             elif isinstance(document, ResourceSliceDocument):
                 slices.append(document)
             elif isinstance(document, ClaimTemplateDocument):
@@ -139,4 +146,5 @@ class AllocationRequest:
             node_name=node_name,
             node_labels=labels,
             consumed_capacity=allocated.consumed_capacity,
+            taint_rules=tuple(rules),
         )

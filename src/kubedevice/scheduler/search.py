@@ -1,5 +1,5 @@
-"""The search of the scheduler's structured allocator (`structured/internal/stable/allocator_stable.go`,
-with the experimental allocator's consumable capacity and start location).
+"""The search of the scheduler's structured allocator (`structured/internal/experimental/
+allocator_experimental.go`, consumable capacity and the start location included).
 
 A port, not a new design: claims, then requests, then the wanted devices one by one, each trying every
 candidate in order (depth first; a request's next device only among the candidates after its previous
@@ -7,6 +7,11 @@ one); a candidate is taken and the search goes on, and given back when what foll
 first full solution wins. A device with allowMultipleAllocations is never taken whole: each taking is a
 share of its capacity (scheduler/capacity.py). The names follow upstream's (`allocateOne`,
 `allocateDevice`, `isSelectable`) so the two can be read side by side.
+
+Where upstream checks each rule: `isSelectable` runs the class's selectors, the request's, then (a slice
+with `perDeviceNodeSelection`) whether the device serves this node, cached per device and request;
+`allocateDevice` then checks that the device is not in use, that the request tolerates its taints, that the
+shared counters it consumes are left, and the constraints, and takes it.
 """
 
 from __future__ import annotations
@@ -21,12 +26,15 @@ from kubedevice.resource.model import (
     DeviceClassDocument,
     DeviceConstraint,
     DeviceID,
+    ResourceSliceDocument,
     SelectorCompileError,
     SliceDevice,
 )
 from kubedevice.resource.quantity import Quantity
+from kubedevice.resource.taints import DeviceTaint, DeviceToleration, tolerates
 from kubedevice.scheduler.capacity import AllocatingCapacity, capacity_fits, consumed_capacity
 from kubedevice.scheduler.cel import CelDevice, CelRuntimeError, CelSelectors
+from kubedevice.scheduler.counters import CounterUse, SharedCounters
 
 #: The API's limit on a claim's results (`AllocationResultsMaxSize`).
 MAX_RESULTS = 32
@@ -51,6 +59,16 @@ class Candidate:
     id: DeviceID
     device: SliceDevice
     cel: CelDevice | None = None
+    #: The slice that published it (for the allocation's node selector).
+    slice: ResourceSliceDocument | None = None
+    #: False when its slice selects nodes per device and the device does not serve this node.
+    for_node: bool = True
+    #: Its taints: the driver's, then those of the DeviceTaintRules that select it.
+    taints: tuple[DeviceTaint, ...] = ()
+    #: The shared counters it consumes, resolved to slots of the search's SharedCounters.
+    counter_use: CounterUse = ()
+    #: True when the counters of its pool are overdrawn by allocated devices and it consumes some.
+    counters_overdrawn: bool = False
 
     def text(self) -> str:
         return "/".join(self.id)
@@ -72,6 +90,7 @@ class RequestData:
     all_devices: list[Candidate] = field(default_factory=list)
     #: `capacity.requests`: what each device must provide (consumable capacity), or None.
     capacity: Mapping[str, Quantity] | None = None
+    tolerations: tuple[DeviceToleration, ...] = ()
 
     @property
     def result_name(self) -> str:
@@ -85,6 +104,10 @@ class Taken:
     request: str  # `<request>` or `<request>/<subrequest>`
     id: DeviceID
     admin_access: bool
+    #: The request's tolerations, copied into the result.
+    tolerations: tuple[DeviceToleration, ...]
+    #: The device taken (its binding conditions and its slice go into the result).
+    candidate: Candidate
     #: A share of a device with allowMultipleAllocations: what it consumes (None: the device is taken whole).
     consumed: ConsumedCapacity | None = None
 
@@ -180,6 +203,7 @@ class Search:
         in_use: frozenset[DeviceID] | set[DeviceID],
         selectors: CelSelectors,
         consumed: Mapping[DeviceID, ConsumedCapacity] | None = None,
+        counters: SharedCounters | None = None,
     ) -> None:
         self.claims = claims
         self.request_counts = request_counts
@@ -191,6 +215,7 @@ class Search:
         #: AggregatedCapacity); `in_use` holds the devices allocated whole.
         self.consumed: Mapping[DeviceID, ConsumedCapacity] = consumed or {}
         self.selectors = selectors
+        self.counters = counters if counters is not None else SharedCounters((), frozenset())
         self.selected_sub: dict[tuple[int, int], int] = {}
         self.results: list[list[Taken]] = [[] for _ in claims]
         self._allocating: dict[DeviceID, set[int]] = {}
@@ -236,16 +261,41 @@ class Search:
         return bool(self.consumed.get(device)) or device in self._allocating_capacity
 
     def is_selectable(self, key: tuple[int, int, int], data: RequestData, candidate: Candidate) -> bool:
-        """The class's selectors, then the request's; cached per (device, request) for this search."""
+        """The class's selectors, the request's, then per-device node selection; cached per (device,
+        request) for this search."""
         match_key = (candidate.id, key)
         known = self._matches.get(match_key)
         if known is not None:
             return known
-        matches = self._selectors_match(
-            data, candidate, data.device_class.selectors, True
-        ) and self._selectors_match(data, candidate, data.selectors, False)
+        matches = (
+            self._selectors_match(data, candidate, data.device_class.selectors, True)
+            and self._selectors_match(data, candidate, data.selectors, False)
+            and self.node_matches(candidate)
+        )
         self._matches[match_key] = matches
         return matches
+
+    def node_matches(self, candidate: Candidate) -> bool:
+        """Whether the device serves this node (false only for per-device node selection)."""
+        return candidate.for_node
+
+    def untolerated_taint(self, data: RequestData, candidate: Candidate) -> DeviceTaint | None:
+        """The device's first taint that keeps it from the request (`NoSchedule` or `NoExecute`, not
+        tolerated by any of the request's tolerations: upstream's `taintPreventsAllocation`), or None."""
+        for taint in candidate.taints:
+            if taint.blocks and not any(tolerates(t, taint) for t in data.tolerations):
+                return taint
+        return None
+
+    def counters_available(self, candidate: Candidate) -> bool:
+        """Whether the shared counters the device consumes are left, after the allocated devices and
+        those taken so far in this search. A shared device with a share already consumes them."""
+        if not candidate.counter_use or self._shared_in_use(candidate):
+            return True
+        return not candidate.counters_overdrawn and self.counters.available(candidate.counter_use)
+
+    def _shared_in_use(self, candidate: Candidate) -> bool:
+        return candidate.device.allow_multiple_allocations and self.capacity_in_use(candidate.id)
 
     def _selectors_match(
         self, data: RequestData, candidate: Candidate, selectors: tuple[str, ...], of_class: bool
@@ -358,8 +408,9 @@ class Search:
     def _allocate_device(
         self, c: int, data: RequestData, candidate: Candidate, must: bool
     ) -> Callable[[], None] | None:
-        """Takes the device (constraints permitting); returns how to give it back, or None. A device
-        with allowMultipleAllocations is not taken whole: its share's capacity is added to the totals."""
+        """Takes the device (taints, counters and constraints permitting); returns how to give it back,
+        or None. A device with allowMultipleAllocations is not taken whole: its share's capacity is added
+        to the totals, and its counters are used once, by its first share (upstream's `skipCounterCheck`)."""
         device = candidate.id
         shared = candidate.device.allow_multiple_allocations
         if data.admin_access:
@@ -372,6 +423,15 @@ class Search:
         # leaves them counting the device).
         if must and not self.capacity_fits(data, candidate):
             return None
+        if candidate.taints and self.untolerated_taint(data, candidate) is not None:
+            return None
+        # A request with admin access uses no counters: the device's owner holds them already; nor does a
+        # further share of a shared device.
+        use = () if data.admin_access or self._shared_in_use(candidate) else candidate.counter_use
+        if use:
+            if not self.counters_available(candidate):
+                return None
+            self.counters.take(use)
         request, subrequest = (data.parent, data.name) if data.parent else (data.name, "")
         constraints = self.constraints[c]
         for i, constraint in enumerate(constraints):
@@ -379,6 +439,7 @@ class Search:
                 continue
             for earlier in constraints[:i]:
                 earlier.remove(request, subrequest, candidate)
+            self.counters.give_back(use)
             if must:
                 raise SearchError(
                     f"claim {self.claims[c]}, request {data.name}: cannot add device {candidate.text()} "
@@ -393,7 +454,9 @@ class Search:
             self._allocating.setdefault(device, set()).add(c)
         results = self.results[c]
         before = len(results)
-        results.append(Taken(data.result_name, device, data.admin_access, consumed))
+        results.append(
+            Taken(data.result_name, device, data.admin_access, data.tolerations, candidate, consumed)
+        )
 
         def undo() -> None:
             for constraint in constraints:
@@ -402,6 +465,7 @@ class Search:
                 self._allocating[device].discard(c)
             else:
                 self._allocating_capacity.remove(device, consumed)
+            self.counters.give_back(use)
             del results[before:]
 
         return undo
