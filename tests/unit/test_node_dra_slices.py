@@ -8,7 +8,9 @@ import pytest
 import yaml
 
 from kubedevice.controlplane.slice_pools import gather_slices, parse_slice_file, read_slices
+from kubedevice.resource.capacity import DeviceCapacity
 from kubedevice.resource.model import AttributeValue
+from kubedevice.resource.quantity import Quantity
 from kubedevice.scheduler.pools import SliceReport
 
 NODE = "node-1"
@@ -79,7 +81,9 @@ def test_every_version_reads_into_the_same_devices(tmp_path: Path) -> None:
         "driverVersion": AttributeValue("version", "1.2.3"),
         "ok": AttributeValue("bool", True),
     }
-    assert device.capacity == {"memory": "16Gi"} and device.unsupported is None
+    assert (
+        device.capacity == {"memory": DeviceCapacity(Quantity.parse("16Gi"))} and device.unsupported is None
+    )
     s = read[0]
     assert (s.driver, s.pool, s.generation, s.slice_count, s.node_name, s.meta.source) == (
         "gpu.example.com",
@@ -116,7 +120,7 @@ def test_the_sdks_published_file_reads_as_one_complete_pool(tmp_path: Path) -> N
     )
     assert len(pool.devices) == 130
     assert pool.devices[0].attributes["fw"] == AttributeValue("version", "1.2.3")
-    assert pool.devices[0].capacity == {"memory": "16Gi"}
+    assert pool.devices[0].capacity == {"memory": DeviceCapacity(Quantity.parse("16Gi"))}
 
 
 def test_pools_count_in_their_highest_generation_when_complete(tmp_path: Path) -> None:
@@ -244,18 +248,19 @@ def test_bad_node_selectors_are_refused_with_their_field(selector: dict[str, obj
 @pytest.mark.parametrize(
     ("spec", "device", "feature", "marked"),
     [
-        ({}, {"taints": [{"key": "k", "effect": "NoSchedule"}]}, "device taints and tolerations", ["gpu-9"]),
-        ({}, {"consumesCounters": [{"counterSet": "c"}]}, "partitionable devices", ["gpu-9"]),
-        ({}, {"allowMultipleAllocations": True}, "consumable capacity", ["gpu-9"]),
-        ({}, {"bindsToNode": True}, "binding conditions", ["gpu-9"]),
-        ({}, {"bindingConditions": ["ready"]}, "binding conditions", ["gpu-9"]),
         (
             {},
-            {"capacity": {"memory": {"value": "1Gi", "requestPolicy": {"default": "1Gi"}}}},
-            "consumable capacity",
+            {"nodeAllocatableResources": {"cpu": {"mapping": {"deviceMultiplier": "8"}}}},
+            "node allocatable resources",
             ["gpu-9"],
         ),
-        ({"sharedCounters": [{"name": "c"}]}, {}, "partitionable devices", ["gpu-0", "gpu-9"]),
+        (
+            {"partitionTypeAttribute": "gpu.example.com/profile"},
+            {},
+            "partition type attribute",
+            ["gpu-0", "gpu-9"],
+        ),
+        ({"skipNodeOperations": ["*"]}, {}, "optional node operations", ["gpu-0", "gpu-9"]),
     ],
 )
 def test_left_out_slice_features_are_reported_and_their_devices_marked(
@@ -273,11 +278,12 @@ def test_left_out_slice_features_are_reported_and_their_devices_marked(
     ]
 
 
-def test_v1beta1_left_out_fields_are_read_under_basic() -> None:
+def test_v1beta1_device_fields_are_read_under_basic() -> None:
     device = {"name": "gpu-9", "basic": {"taints": [{"key": "k", "effect": "NoSchedule"}]}}
     doc = slice_doc("s", [device], version="v1beta1")
     [s] = parse_slice_file("f.yaml", yaml.safe_dump(doc).encode()).slices
-    assert s.devices[0].unsupported == "device taints and tolerations"
+    assert s.devices[0].unsupported is None
+    assert [t.text() for t in s.devices[0].taints] == ["k:NoSchedule"]
 
 
 BAD = [
@@ -296,7 +302,7 @@ BAD = [
     (
         slice_doc("s", [{"name": "a", "attributes": {"x": {"int": 1, "bool": True}}}]),
         "ResourceSlice s: spec.devices[0].attributes[x]: "
-        "must have exactly one of int, bool, string or version",
+        "must have exactly one of int, bool, string, version, ints, bools, strings or versions",
     ),
     (
         slice_doc("s", [{"name": "a", "attributes": {"x": {"version": "v1"}}}]),

@@ -202,42 +202,6 @@ def test_a_selector_is_not_compiled_without_a_compiler() -> None:
     assert isinstance(claim, ClaimDocument)
 
 
-@pytest.mark.parametrize(
-    ("request_", "extra", "feature"),
-    [
-        (
-            "{name: g, exactly: {deviceClassName: g, tolerations: [{key: k, operator: Exists}]}}",
-            "",
-            "device taints and tolerations",
-        ),
-        (
-            "{name: g, firstAvailable: [{name: a, deviceClassName: g, tolerations: [{key: k}]}]}",
-            "",
-            "device taints and tolerations",
-        ),
-        (
-            "{name: g, exactly: {deviceClassName: g, capacity: {requests: {memory: 1Gi}}}}",
-            "",
-            "consumable capacity",
-        ),
-        (
-            "{name: g, exactly: {deviceClassName: g}}",
-            "    constraints: [{distinctAttribute: x.com/a}]\n",
-            "consumable capacity",
-        ),
-        (
-            "{name: g, deviceClassName: g, tolerations: [{key: k}]}",
-            "v1beta1",
-            "device taints and tolerations",
-        ),
-    ],
-)
-def test_left_out_features_are_recorded_not_refused(request_: str, extra: str, feature: str) -> None:
-    version = "v1beta1" if extra == "v1beta1" else "v1"
-    claim = _one(_claim(f"[{request_}]", "" if extra == "v1beta1" else extra, version))
-    assert isinstance(claim, ClaimDocument) and claim.spec.unsupported == feature
-
-
 POD = """\
 apiVersion: v1
 kind: Pod

@@ -46,6 +46,7 @@ from kubedevice.resource.model import (
     DeviceID,
     DRADocuments,
 )
+from kubedevice.scheduler.allocated import AllocatedState
 
 __all__ = [
     "CLAIM_STATE_NAME",
@@ -54,6 +55,7 @@ __all__ = [
     "ClaimStoreError",
     "ClaimStoreFile",
     "Updates",
+    "allocated_state",
     "devices_in_use",
     "effective_claim",
     "reconcile_at_start",
@@ -317,24 +319,24 @@ def to_resource_claim(claim: ClaimDocument) -> dra.ResourceClaim:
 # --- devices in use, and the start-up reconciliation ---------------------------------------------------
 
 
-def _held(allocation: AllocationResult) -> Iterable[DeviceID]:
-    return ((r.driver, r.pool, r.device) for r in allocation.results if not r.admin_access)
-
-
 def devices_in_use(
     state: ClaimStore, documents: DRADocuments, cache: Iterable[ClaimInfoState]
 ) -> frozenset[DeviceID]:
-    """Devices no new allocation may take: those of every claim the daemon allocated, until it
+    """The devices `allocated_state` says are taken whole."""
+    return allocated_state(state, documents, cache).in_use
+
+
+def allocated_state(
+    state: ClaimStore, documents: DRADocuments, cache: Iterable[ClaimInfoState]
+) -> AllocatedState:
+    """What no new allocation may take: the devices of every claim the daemon allocated, until it
     deallocates them; those of a user-written allocation while its document exists or a cache entry
     references the claim (a removed document's devices are then read from the cache entry, which cannot
-    tell adminAccess apart). Results with adminAccess never count."""
+    tell adminAccess apart nor say what a share consumed, so they count as taken whole). Results with
+    adminAccess never count; results with a shareID consume their share of the device's capacity."""
+    allocations = [r.allocation for r in state.records.values() if r.allocation is not None]
+    allocations.extend(doc.allocation for doc in documents.claims.values() if doc.allocation is not None)
     used: set[DeviceID] = set()
-    for record in state.records.values():
-        if record.allocation is not None:
-            used.update(_held(record.allocation))
-    for doc in documents.claims.values():
-        if doc.allocation is not None:
-            used.update(_held(doc.allocation))
     for entry in cache:
         written = documents.claims.get(entry.key)
         decided = state.get(entry.key)
@@ -344,7 +346,7 @@ def devices_in_use(
             continue  # counted above, with adminAccess known
         for driver, devices in (entry.driver_state or {}).items():
             used.update((driver, d.pool_name, d.device_name) for d in devices or ())
-    return frozenset(used)
+    return AllocatedState.gather(allocations, used)
 
 
 def reconcile_at_start(

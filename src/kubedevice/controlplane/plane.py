@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection, Iterable, Sequence, Set
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +43,7 @@ from kubedevice.controlplane.slice_folder import SliceFolder
 from kubedevice.dra.types import DRAPod
 from kubedevice.manager.types import Pod
 from kubedevice.resource.model import ClaimDocument, DRADocuments
+from kubedevice.resource.node_labels import node_labels as node_labels_of
 from kubedevice.resource.pod_claims import PodClaims
 from kubedevice.scheduler.cel import CelSelectors
 from kubedevice.tasks import Signal
@@ -75,9 +76,12 @@ class ControlPlane:
         slice_folder: Path,
         *,
         node_name: str,
+        node_labels: Mapping[str, str] | None = None,
         use_inotify: bool = True,
     ) -> None:
         self.node_name = node_name
+        #: The node's labels, matched by node selectors (`kubernetes.io/hostname=<node_name>` by default).
+        self.node_labels = node_labels_of(node_name, node_labels)
         self.store = store
         self._saver = ClaimStoreSaver(store, store_file)
         #: Fires when something a pod waiting for its claims may wait for changed.
@@ -89,7 +93,11 @@ class ControlPlane:
         #: Compiles selectors as the manifests are read and evaluates them in allocations (one cache).
         self.selectors = CelSelectors()
         self.slices = SliceFolder(
-            slice_folder, node_name, on_change=self.changed.fire, use_inotify=use_inotify
+            slice_folder,
+            node_name,
+            node_labels=self.node_labels,
+            on_change=self.changed.fire,
+            use_inotify=use_inotify,
         )
 
     @classmethod
@@ -99,6 +107,7 @@ class ControlPlane:
         slice_folder: Path,
         *,
         node_name: str,
+        node_labels: Mapping[str, str] | None = None,
         use_inotify: bool = True,
         fault: Callable[[str], None] | None = None,
     ) -> ControlPlane:
@@ -106,7 +115,14 @@ class ControlPlane:
         ClaimStoreError when the file cannot be used. `fault` is the store's test-only write hook."""
         store_file = ClaimStoreFile(root, fault=fault)
         store = await asyncio.to_thread(store_file.load)
-        return cls(store, store_file, slice_folder, node_name=node_name, use_inotify=use_inotify)
+        return cls(
+            store,
+            store_file,
+            slice_folder,
+            node_name=node_name,
+            node_labels=node_labels,
+            use_inotify=use_inotify,
+        )
 
     async def start(self) -> None:
         """Follow the ResourceSlice folder (every file there is deleted first: plugins publish again)."""
@@ -175,6 +191,7 @@ class ControlPlane:
             node_name=self.node_name,
             cache=cache,
             selectors=self.selectors,
+            node_labels=self.node_labels,
         )
         step = dra_step(pod, claims, routes or ExtendedRoutes(), self.store, context)
         self._apply(step.updates)

@@ -64,6 +64,7 @@ async def start_dra(
             paths.root,
             paths.resourceslices,
             node_name=config.node_name,
+            node_labels=config.labels,
             use_inotify=config.use_inotify,
             fault=store_fault,
         )

@@ -15,6 +15,7 @@ __all__ = [
     "is_dns_label",
     "is_dns_subdomain",
     "is_extended_resource_name",
+    "is_label_value",
     "is_qualified_name",
     "is_uuid",
     "qualified_name_errors",
@@ -55,6 +56,11 @@ def is_qualified_name(value: str) -> bool:
     else:
         return False
     return 0 < len(name) <= 63 and QUALIFIED_NAME.fullmatch(name) is not None
+
+
+def is_label_value(value: str) -> bool:
+    """Kubernetes' IsValidLabelValue: empty, or a name of at most 63 characters."""
+    return not value or (len(value) <= 63 and QUALIFIED_NAME.fullmatch(value) is not None)
 
 
 def is_extended_resource_name(name: str) -> bool:

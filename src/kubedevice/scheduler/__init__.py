@@ -5,6 +5,7 @@ none) out. Imports nothing of the daemon and does no I/O; docs/scheduler.md desc
     allocations = allocate(request, CelSelectors())   # or Unschedulable(message)
 """
 
+from kubedevice.scheduler.allocated import AllocatedState
 from kubedevice.scheduler.allocator import allocate
 from kubedevice.scheduler.cel import CelSelectors
 from kubedevice.scheduler.explanation import RequestExplanation, RuledOut
@@ -20,6 +21,7 @@ from kubedevice.scheduler.request import (
 __all__ = [
     "ADMIN_ACCESS_LABEL",
     "HOSTNAME_LABEL",
+    "AllocatedState",
     "AllocationRequest",
     "CelSelectors",
     "ClaimToAllocate",

@@ -96,11 +96,22 @@ def print_pods(console: Console, data: dict[str, Any]) -> None:
         name = f"{entry['namespace']}/{entry['name']}"
         notes.extend(f"{name}: {why}" for why in [entry.get("detail"), *entry.get("warnings", ())] if why)
         notes.extend(_health_notes(name, containers))
+        notes.extend(f"{name} waits: {line}" for line in waiting_lines(entry.get("waiting")))
     print_whole(console, table)
     for entry in data["manifestErrors"]:
         console.print(f"bad manifest {entry['file']}: {entry['error']}", highlight=False)
     for line in notes:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def waiting_lines(waiting: dict[str, Any] | None) -> list[str]:
+    """A Pending pod's explanation, one line per request that cannot get all it wants (`fit` below
+    `wanted`, or an `All` request that matches nothing): those are what it waits for. When every request
+    could, the search failed on their combination and every request is shown. `--json`'s `waiting` has
+    them all."""
+    requests = (waiting or {}).get("requests") or []
+    short = [r for r in requests if r["fit"] < r["wanted"] or r["wanted"] == 0]
+    return [str(r["text"]) for r in short or requests]
 
 
 def _not_healthy(statuses: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -202,7 +213,9 @@ def print_dra_drivers(console: Console, data: dict[str, Any]) -> None:
     print_whole(console, table)
     node_name = contract.node_name_of(data)
     if node_name:
-        console.print(f"DRA node name: {node_name}", highlight=False)
+        labels = data.get(contract.NODE_LABELS_FIELD) or {}
+        shown = f" (labels: {', '.join(f'{k}={v}' for k, v in labels.items())})" if labels else ""
+        console.print(f"DRA node name: {node_name}{shown}", highlight=False, soft_wrap=True)
 
 
 def _allocation(claim: dict[str, Any]) -> str:
