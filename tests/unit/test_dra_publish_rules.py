@@ -23,6 +23,7 @@ from kubedevice.plugin.dra import (
 from kubedevice.plugin.dra.backend.slices import SliceContentError, pool_content, standalone_slices
 from kubedevice.plugin.dra.backend_api import PublishedDevice
 from kubedevice.plugin.model import Device
+from kubedevice.resource.slice_document import parse_slice
 from kubedevice.resource.slice_rules import validate_pool, validate_slice_spec
 
 DRIVER = "gpu.example.com"
@@ -52,12 +53,16 @@ def published(devices: list[PublishedDevice], sets: list[CounterSet] = []) -> li
 
 
 def assert_accepted(documents: list[dict[str, Any]]) -> None:
-    """Each slice as the API server validates it, the pool as upstream's controller checks it, and each
-    document in the shape of the client library's resource.k8s.io/v1 model."""
+    """Each slice as the API server validates it, the pool as upstream's controller checks it, each
+    document in the shape of the client library's resource.k8s.io/v1 model, and read by the daemon with
+    every feature it uses understood."""
     for doc in documents:
         assert validate_slice_spec(doc["spec"]) == [], doc["metadata"]["name"]
         ResourceSlice.from_dict(doc)
         assert doc["spec"]["pool"]["resourceSliceCount"] == len(documents)
+        read = parse_slice(doc, "v1", "slices.yaml")
+        assert read.unsupported is None and [d.unsupported for d in read.devices if d.unsupported] == []
+        assert len(read.devices) == len(doc["spec"].get("devices", []))
     assert validate_pool("node-1", [d["spec"] for d in documents]) == []
 
 

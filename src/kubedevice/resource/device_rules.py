@@ -227,26 +227,21 @@ def _short_name(value: Any, where: str) -> list[FieldError]:
     return [FieldError.invalid(where, value, m) for m in dns_label_errors(value)]
 
 
+def _named_counters(raw: Any, where: str, name_field: str) -> list[FieldError]:
+    errors: list[FieldError] = []
+    value = as_mapping(raw, where, errors)
+    errors += _short_name(value.get(name_field), path(where, name_field))
+    return errors + _counters(value.get("counters"), path(where, "counters"))
+
+
 def validate_counter_set(raw: Any, where: str) -> list[FieldError]:
     """validateCounterSet: a DNS-label name and its counters."""
-    errors: list[FieldError] = []
-    counter_set = as_mapping(raw, where, errors)
-    return (
-        errors
-        + _short_name(counter_set.get("name"), path(where, "name"))
-        + _counters(counter_set.get("counters"), path(where, "counters"))
-    )
+    return _named_counters(raw, where, "name")
 
 
 def validate_consumption(raw: Any, where: str) -> list[FieldError]:
     """validateDeviceCounterConsumption: the counter set named (a DNS label) and the counters used."""
-    errors: list[FieldError] = []
-    consumption = as_mapping(raw, where, errors)
-    return (
-        errors
-        + _short_name(consumption.get("counterSet"), path(where, "counterSet"))
-        + _counters(consumption.get("counters"), path(where, "counters"))
-    )
+    return _named_counters(raw, where, "counterSet")
 
 
 def validate_set(

@@ -21,6 +21,7 @@ from kubedevice.resource.device_rules import (
     validate_taint,
 )
 from kubedevice.resource.field_errors import FieldError
+from kubedevice.resource.taints import DeviceTaint as ResourceTaint
 
 __all__ = [
     "CapacityRange",
@@ -79,13 +80,8 @@ class DeviceTaint:
 
     def to_json(self) -> dict[str, Any]:
         """The taint as resource.k8s.io/v1 writes it."""
-        out: dict[str, Any] = {"key": self.key}
-        if self.value:
-            out["value"] = self.value
-        out["effect"] = self.effect
-        if self.time_added is not None:
-            out["timeAdded"] = rfc3339(self.time_added)
-        return out
+        added = rfc3339(self.time_added) if self.time_added is not None else None
+        return ResourceTaint(self.key, self.effect, self.value, added).to_json()
 
 
 def _counters_json(counters: Mapping[str, str]) -> dict[str, Any]:
