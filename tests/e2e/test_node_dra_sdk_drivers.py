@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.e2e.test_readme_commands import Shell, readme_block
-from tests.node_dra_helpers import NODE, DRANodeProcesses, dra_node_processes
+from tests.node_dra_helpers import NODE, DRANodeProcesses, dra_node_processes, pod_yaml
 from tests.node_helpers import wait_for
 
 BLOCK_MARKER = "examples/dra_mig_driver.py"
@@ -74,25 +74,20 @@ spec:
 """
 
 
-def claim_and_pod(name: str, driver: str, cel: str = "true", capacity: str = "", tolerate: str = "") -> str:
+def claim_and_pod(name: str, driver: str, cel: str = "true", capacity: str = "") -> str:
+    """A claim `name` of one device of `driver` (matching `cel`, taking `capacity`) and a pod using it."""
     extra = f", capacity: {{requests: {{{capacity}}}}}" if capacity else ""
-    extra += f", tolerations: {tolerate}" if tolerate else ""
-    return f"""apiVersion: resource.k8s.io/v1
+    request = f'{{deviceClassName: {driver}, selectors: [{{cel: {{expression: "{cel}"}}}}]{extra}}}'
+    claim = f"""apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
 metadata: {{name: {name}}}
 spec:
   devices:
     requests:
     - name: gpu
-      exactly: {{deviceClassName: {driver}, selectors: [{{cel: {{expression: "{cel}"}}}}]{extra}}}
----
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}}}
-spec:
-  resourceClaims: [{{name: gpu, resourceClaimName: {name}}}]
-  containers: [{{name: main, resources: {{claims: [{{name: gpu}}]}}}}]
+      exactly: {request}
 """
+    return f"{claim}---\n{pod_yaml(name, name)}"
 
 
 def test_the_readmes_mig_and_shared_gpu_examples_run_beside_the_daemon(node: DRANodeProcesses) -> None:
