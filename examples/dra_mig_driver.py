@@ -51,8 +51,9 @@ class MigDriver(DevicePlugin):
                     ],
                 )
 
-            devices.append(profile(f"gpu-{gpu}", "whole", SLICES))
+            # Slices first: the scheduler takes the first device that fits, a slice before a whole GPU.
             devices += [profile(f"gpu-{gpu}-mig-{s}", "1g.10gb", 1) for s in range(SLICES)]
+            devices.append(profile(f"gpu-{gpu}", "whole", SLICES))
         return devices
 
     def shared_counters(self, devices: Sequence[Device]) -> Sequence[CounterSet]:

@@ -260,3 +260,44 @@ def test_a_pod_waits_for_its_devices_binding_conditions(node: DRANodeProcesses) 
             "the daemon does not wait for binding conditions yet: the pod ran before its device was ready"
         )
     node.wait_phase("late", "Running")
+
+
+#: The dra-example-driver's partitionable-devices demo, in its shape: a namespace, a claim template of two
+#: devices of the class the example driver's chart installs, a pod using it (its image is not run here).
+PARTITIONABLE_DEMO = """apiVersion: v1
+kind: Namespace
+metadata: {name: partitionable-devices}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {namespace: partitionable-devices, name: gpu-partitions}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu-partition
+        exactly: {deviceClassName: gpu.example.com, count: 2}
+---
+apiVersion: v1
+kind: Pod
+metadata: {namespace: partitionable-devices, name: pod0}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: ctr0
+    image: ubuntu:22.04
+    resources: {claims: [{name: gpu-partitions}]}
+  resourceClaims:
+  - {name: gpu-partitions, resourceClaimTemplateName: gpu-partitions}
+"""
+
+
+def test_the_example_drivers_partitionable_demo_runs_against_the_fake(node: DRANodeProcesses) -> None:
+    node.start_dra_plugin("gpu.example.com", 2, "--partitions", "4", "--poll-interval", "0.2")
+    node.write_manifest("example-class.yaml", gpu_class("gpu.example.com"))
+    node.write_manifest("partitionable-devices.yaml", PARTITIONABLE_DEMO)
+    node.wait_phase("pod0", "Running")
+    claims = (node.try_status("/claims") or {"claims": []})["claims"]
+    [claim] = [c for c in claims if c["namespace"] == "partitionable-devices"]
+    devices = [r["device"] for r in claim["allocation"]["devices"]["results"]]
+    assert devices == ["gpu-0-partition-0", "gpu-0-partition-1"]

@@ -180,11 +180,14 @@ async def test_slice_file_content_generations_and_recreation(root: Path, daemon:
                 },
             }
         ]
-        # Publishing the same devices again (a new registration) keeps the generation.
-        await backend.publish(gpus("gpu-1", "gpu-0", model="x1"))
+        # Publishing the same devices again (a new registration) keeps the generation; in another order
+        # (another preference) it is new content.
+        await backend.publish(gpus("gpu-0", "gpu-1", model="x1"))
         assert documents(path)[0]["spec"]["pool"]["generation"] == 1
-        await backend.publish(gpus("gpu-0", model="x1"))
+        await backend.publish(gpus("gpu-1", "gpu-0", model="x1"))
         assert documents(path)[0]["spec"]["pool"]["generation"] == 2
+        await backend.publish(gpus("gpu-0", model="x1"))
+        assert documents(path)[0]["spec"]["pool"]["generation"] == 3
         assert [d["name"] for d in documents(path)[0]["spec"]["devices"]] == ["gpu-0"]
 
         # Deleted (the daemon's wipe): written again at once, same content and generation.
@@ -210,7 +213,7 @@ async def test_slice_file_content_generations_and_recreation(root: Path, daemon:
         await backend.stop()
         backend = await started(root)
         await backend.publish(gpus("gpu-0", "gpu-1", "gpu-2"))
-        assert documents(path)[0]["spec"]["pool"]["generation"] == 3
+        assert documents(path)[0]["spec"]["pool"]["generation"] == 4
     finally:
         await backend.stop()
 

@@ -175,13 +175,14 @@ def test_duplicate_ids_and_name_collisions_are_refused() -> None:
         pool_content([dev("GPU-0"), dev(colliding)])
 
 
-def test_pool_is_sorted_and_cut_at_128() -> None:
-    devices = [dev(f"gpu-{i}") for i in range(300)]
-    content = pool_content(list(reversed(devices)))
+def test_pool_keeps_the_drivers_order_and_is_cut_at_128() -> None:
+    """The driver's order is its preference (upstream's allocator takes the first device that fits)."""
+    devices = [dev(f"gpu-{i}") for i in reversed(range(300))]
+    content = pool_content(devices)
     assert [len(b["devices"]) for b in content.bodies] == [128, 128, 44]
     names = [e["name"] for body in content.bodies for e in body["devices"]]
-    assert names == sorted(f"gpu-{i}" for i in range(300))
-    assert content == pool_content(devices)  # the order given does not matter
+    assert names == [f"gpu-{i}" for i in reversed(range(300))]
+    assert content == pool_content(devices)  # the same list, the same slices
 
 
 def test_no_device_is_one_empty_slice() -> None:

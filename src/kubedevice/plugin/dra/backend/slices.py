@@ -184,8 +184,9 @@ class PoolContent:
 
 
 def pool_content(devices: Sequence[PublishedDevice], counter_sets: Sequence[CounterSet] = ()) -> PoolContent:
-    """The devices as slice entries, sorted by name so that the same set always gives the same slices,
-    after the counter sets, sorted by name.
+    """The devices as slice entries, in the order the driver lists them (upstream's allocator takes the
+    first device that fits: the driver puts its preferred devices first, e.g. partitions before the whole
+    GPU), after the counter sets, in the driver's order too. The same lists give the same slices.
 
     No device and no counter set gives one empty slice: the pool then exists with no devices, rather than
     not at all. Two IDs that give one name (or one ID twice), a counter set named twice, or a device that
@@ -204,8 +205,8 @@ def pool_content(devices: Sequence[PublishedDevice], counter_sets: Sequence[Coun
                 "give each device a distinct ID"
             )
         seen[name] = device_id
-    entries = sorted((entry for entry, _ in named), key=lambda e: str(e["name"]))
-    sets = [c.to_json() for c in sorted(counter_sets, key=lambda c: c.name)]
+    entries = [entry for entry, _ in named]
+    sets = [c.to_json() for c in counter_sets]
     bodies: list[Mapping[str, Any]] = [
         {"sharedCounters": sets[i : i + MAX_COUNTER_SETS]} for i in range(0, len(sets), MAX_COUNTER_SETS)
     ]
