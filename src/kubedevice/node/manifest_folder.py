@@ -30,6 +30,7 @@ from kubedevice.node.manifests import ManifestFile, PodManifest, parse_file
 from kubedevice.resource.document_file import (
     MANIFEST_SUFFIXES,
     ManifestError,
+    broken_symlink,
     read_document_file,
 )
 from kubedevice.resource.model import DRADocuments, SelectorCompiler
@@ -134,7 +135,7 @@ class ManifestFolder:
         seen: set[str] = set()
         for entry in entries:
             name = entry.name
-            if not is_manifest_name(name) or _is_dir(entry):
+            if not is_manifest_name(name):
                 continue
             seen.add(name)
             self._add(result, name, self._read(name, entry.path, entry.is_symlink(), real_folder))
@@ -150,17 +151,13 @@ class ManifestFolder:
         for name in names:
             path = os.path.join(self.folder, name)
             try:
-                mode = os.lstat(path).st_mode
-                symlink = stat.S_ISLNK(mode)
-                is_dir = os.path.isdir(path) if symlink else stat.S_ISDIR(mode)
-            except FileNotFoundError:
-                is_dir = True  # gone: like a folder, it gives no pods
-            except OSError as err:
-                result.errors[name] = f"cannot read: {err.strerror or err}"
-                continue
-            if is_dir:
+                symlink = stat.S_ISLNK(os.lstat(path).st_mode)
+            except FileNotFoundError:  # gone: it gives no pods
                 self._cache.pop(name, None)
                 self._dra.set_file(name, [])
+                continue
+            except OSError as err:
+                result.errors[name] = f"cannot read: {err.strerror or err}"
                 continue
             self._add(result, name, self._read(name, path, symlink, real_folder))
         return result
@@ -192,7 +189,7 @@ class ManifestFolder:
             content = read_document_file(path)
         except FileNotFoundError:
             self._cache.pop(name, None)
-            return None, "the file vanished while it was read"
+            return None, broken_symlink(path) or "the file vanished while it was read"
         except ManifestError as err:
             self._cache.pop(name, None)
             return None, str(err)
@@ -285,12 +282,3 @@ class ManifestFolder:
 
 def _entry_name(entry: os.DirEntry[str]) -> str:
     return entry.name
-
-
-def _is_dir(entry: os.DirEntry[str]) -> bool:
-    """`Path.is_dir()` of the entry (symlinks followed); an entry that cannot be checked is read, and
-    the read reports why."""
-    try:
-        return entry.is_dir()
-    except OSError:
-        return False

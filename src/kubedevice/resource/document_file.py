@@ -26,6 +26,7 @@ from kubedevice.resource.document_limits import (
 __all__ = [
     "MANIFEST_SUFFIXES",
     "ManifestError",
+    "broken_symlink",
     "is_whole_at_creation",
     "load_documents",
     "read_document_file",
@@ -46,6 +47,14 @@ def is_whole_at_creation(path: str | os.PathLike[str]) -> bool:
         return not stat.S_ISREG(os.lstat(path).st_mode)
     except OSError:
         return True
+
+
+def broken_symlink(path: str | os.PathLike[str]) -> str | None:
+    """Why a path that `stat` did not find cannot be read, when it is a symlink whose target does not
+    exist (one line); None when nothing is there (the file was removed)."""
+    if not os.path.islink(path):
+        return None
+    return f"symlink to {os.path.realpath(path)}, which does not exist"
 
 
 def read_document_file(path: str | os.PathLike[str]) -> bytes:
