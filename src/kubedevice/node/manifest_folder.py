@@ -53,6 +53,9 @@ class ScanResult:
     pods: list[PodManifest] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
     covered: frozenset[str] | None = None
+    #: False when the folder could not be listed (its error is in `errors`): the scan says nothing about
+    #: the pods, as the kubelet's file source sends no update then.
+    listed: bool = True
     dra: DRADocuments = field(default_factory=DRADocuments)
     dra_changed: bool = False
 
@@ -104,6 +107,10 @@ class ManifestFolder:
         else:
             wanted = {n for n in names if is_manifest_name(n)} | self._clashing | set(self._dra.clashing)
             result = self._scan_names(sorted(wanted))
+        if not result.listed:
+            # Nothing is known of the files: what the last scan found stands.
+            result.dra, result.dra_changed = self._dra.documents(frozenset(self._errors), self._errors)
+            return result
         self._check_dra_clashes(result)
         self._check_clashes(result, known_uids)
         self._collect_dra(result)
@@ -130,6 +137,7 @@ class ManifestFolder:
             entries = []
         except OSError as err:
             result.errors[str(self.folder)] = f"cannot list the manifest folder: {err.strerror or err}"
+            result.listed = False
             return result
         real_folder = os.path.realpath(self.folder)
         seen: set[str] = set()
