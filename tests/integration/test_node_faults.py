@@ -1,10 +1,13 @@
-"""The manifest folder's reads that fail (issue 35): never a dead daemon, never a lost pod.
+"""Faults no input reaches by design, and a manifest folder that cannot be listed (issue 35): never a dead
+daemon, never a lost pod.
 
-A first scan that raises (a bug: a file's own failure is that file's error) is one log line and is tried
+A first scan that raises (a file's own failure is that file's error: a bug) is one log line and is tried
 again at the next scan; until one succeeds the sources are not ready, as the kubelet's are not: nothing is
 restored, admitted or garbage-collected, so the devices of the pods that ran before the restart stay
 theirs. A folder that cannot be listed (here: replaced by a regular file) is the folder's one line in the
-manifest errors and changes no pod, as the kubelet's file source sends no update then.
+manifest errors and changes no pod, as the kubelet's file source sends no update then. A DRA step that
+raises is the pod's `SchedulerError`, as the scheduler's internal error, and is tried again. The faults are
+injected into the daemon's own objects, once each; files, sockets and the gRPC calls are real.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from typing import Any
 
 import pytest
 
+from kubedevice.controlplane.plane import ControlPlane, Scheduled
 from kubedevice.node.daemon import NodeConfig, NodeDaemon
 from kubedevice.node.manifest_folder import ManifestFolder, ScanResult
 from tests.integration.fakeplugin import FakePlugin, make_devices
-from tests.node_helpers import async_wait_for, pod_manifest, short_tmpdir
+from tests.node_dra_helpers import DRIVER, GPU_CLASS, NODE, claim_yaml, pod_yaml
+from tests.node_helpers import async_wait_for, pod_manifest, short_tmpdir, slice_yaml
 
 GPU = "example.com/gpu"
 
@@ -131,3 +136,47 @@ async def test_a_folder_that_cannot_be_listed_keeps_its_pods(node: Node) -> None
     os.rename(aside, folder)
     await async_wait_for(lambda: str(folder) not in daemon.bad_files, "the folder's line to go")
     assert node.devices("p") == held and [r.pod.name for r in daemon.pods] == ["p"]
+
+
+async def test_a_dra_step_that_raises_is_the_pods_scheduler_error_and_tried_again(
+    node: Node, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    schedule = ControlPlane.schedule
+    faults = [RuntimeError("injected fault")]
+
+    def failing_once(self: ControlPlane, *args: Any, **kwargs: Any) -> Scheduled:
+        if faults:
+            raise faults.pop()
+        return schedule(self, *args, **kwargs)
+
+    monkeypatch.setattr(ControlPlane, "schedule", failing_once)
+    daemon = await node.start(node_name=NODE, dra_retry_period=0.1)
+    (daemon.paths.resourceslices / "gpu.yaml").write_text(slice_yaml("s", DRIVER, "gpu-0", node=NODE))
+    (daemon.paths.manifests / "p.yaml").write_text(
+        "---\n".join([GPU_CLASS, claim_yaml("c", None), pod_yaml("p", "c")])
+    )
+
+    def status() -> tuple[str, str, str] | None:
+        record = next((r for r in daemon.pods if r.pod.name == "p"), None)
+        return (record.phase, record.reason, record.message) if record is not None else None
+
+    seen: list[tuple[str, str, str]] = []
+
+    def reason(wanted: str) -> bool:
+        now = status()
+        if now is not None and (not seen or seen[-1] != now):
+            seen.append(now)
+        return now is not None and now[1] == wanted
+
+    # Polled closely: the retry comes within dra_retry_period.
+    await async_wait_for(lambda: reason("SchedulerError"), "the scheduler's internal error")
+    assert seen[-1] == (
+        "Pending",
+        "SchedulerError",
+        "internal error in the DRA step: RuntimeError: injected fault",
+    )
+    # Tried again: scheduled this time, then refused by the DRA manager (no driver registered).
+    await async_wait_for(lambda: reason("FailedPrepareDynamicResources"), "the next try")
+    assert "DRA driver gpu.example.com is not registered" in seen[-1][2] and seen[-1][0] == "Pending"
+    waits = [r.getMessage() for r in caplog.records if "internal error" in r.getMessage()]
+    assert len(waits) == 1 and all(r.exc_info is None for r in caplog.records if r.levelno > logging.DEBUG)
