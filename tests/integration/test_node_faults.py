@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from kubedevice.controlplane.plane import ControlPlane, Scheduled
+from kubedevice.controlplane.plane import ControlPlane
 from kubedevice.node.daemon import NodeConfig, NodeDaemon
-from kubedevice.node.manifest_folder import ManifestFolder, ScanResult
+from kubedevice.node.manifest_folder import ManifestFolder
 from tests.integration.fakeplugin import FakePlugin, make_devices
 from tests.node_dra_helpers import DRIVER, GPU_CLASS, NODE, claim_yaml, pod_yaml
 from tests.node_helpers import async_wait_for, pod_manifest, short_tmpdir, slice_yaml
@@ -67,6 +67,19 @@ class Node:
         return None
 
 
+def fail_once(monkeypatch: pytest.MonkeyPatch, cls: type, method: str) -> None:
+    """`cls.method` raises RuntimeError("injected fault") the first time it is called, then works."""
+    real = getattr(cls, method)
+    faults = [RuntimeError("injected fault")]
+
+    def failing_once(self: object, *args: Any, **kwargs: Any) -> Any:
+        if faults:
+            raise faults.pop()
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(cls, method, failing_once)
+
+
 @pytest.fixture
 async def node() -> AsyncIterator[Node]:
     made = Node(short_tmpdir("kd-scan-"))
@@ -88,16 +101,8 @@ async def test_a_first_scan_that_raises_is_logged_tried_again_and_frees_nothing(
     await node.stop()
 
     # The next daemon's first scan raises: a fault injected into the folder's reader (not reachable from
-    # any file, by design), once.
-    scan = ManifestFolder.scan
-    faults = [RuntimeError("injected fault")]
-
-    def failing_once(self: ManifestFolder, *args: Any, **kwargs: Any) -> ScanResult:
-        if faults:
-            raise faults.pop()
-        return scan(self, *args, **kwargs)
-
-    monkeypatch.setattr(ManifestFolder, "scan", failing_once)
+    # any file, by design).
+    fail_once(monkeypatch, ManifestFolder, "scan")
     with caplog.at_level(logging.INFO):
         daemon = await node.start()
     assert daemon.manager is not None
@@ -141,15 +146,7 @@ async def test_a_folder_that_cannot_be_listed_keeps_its_pods(node: Node) -> None
 async def test_a_dra_step_that_raises_is_the_pods_scheduler_error_and_tried_again(
     node: Node, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    schedule = ControlPlane.schedule
-    faults = [RuntimeError("injected fault")]
-
-    def failing_once(self: ControlPlane, *args: Any, **kwargs: Any) -> Scheduled:
-        if faults:
-            raise faults.pop()
-        return schedule(self, *args, **kwargs)
-
-    monkeypatch.setattr(ControlPlane, "schedule", failing_once)
+    fail_once(monkeypatch, ControlPlane, "schedule")
     daemon = await node.start(node_name=NODE, dra_retry_period=0.1)
     (daemon.paths.resourceslices / "gpu.yaml").write_text(slice_yaml("s", DRIVER, "gpu-0", node=NODE))
     (daemon.paths.manifests / "p.yaml").write_text(
