@@ -265,8 +265,8 @@ _SCALARS = st.one_of(
     st.booleans(),
     st.none(),
     st.text(max_size=8),
-    st.just([]),
-    st.just({}),
+    st.builds(list),
+    st.builds(dict),
     st.lists(st.integers(min_value=-3, max_value=3), max_size=3),
 )
 
@@ -358,21 +358,23 @@ def _mutate_tree(draw: st.DrawFn, doc: dict[str, Any]) -> tuple[dict[str, Any], 
         elif isinstance(value, list) and value:
             value.append(copy.deepcopy(value[0]))
         else:
-            parent[f"{last}"] = copy.deepcopy(value)
+            # A mapping cannot hold a key twice: a copy beside it (a duplicated YAML key is a text
+            # mutation, "duplicate line").
+            parent[f"{last}-copy"] = copy.deepcopy(value)
         return doc, f"{where} duplicated"
     if operation == "hostile":
         if last == "expression":
             parent[last] = draw(st.sampled_from(HOSTILE_CEL))
         elif last in _QUANTITY_KEYS or _is_limit_value(path):
-            parent[last] = draw(st.sampled_from(HOSTILE_QUANTITIES))
+            parent[last] = copy.deepcopy(draw(st.sampled_from(HOSTILE_QUANTITIES)))
         elif last in _NAME_KEYS:
-            parent[last] = draw(st.sampled_from(HOSTILE_NAMES))
+            parent[last] = copy.deepcopy(draw(st.sampled_from(HOSTILE_NAMES)))
         elif isinstance(parent, dict) and isinstance(last, str):
             # A hostile key: a resource name, a label or attribute key, an integer key.
             new_key = draw(st.sampled_from((7, None, 1.5, *[n for n in HOSTILE_NAMES if isinstance(n, str)])))
             parent[new_key] = parent.pop(last)
         else:
-            parent[last] = draw(st.sampled_from(HOSTILE_NAMES))
+            parent[last] = copy.deepcopy(draw(st.sampled_from(HOSTILE_NAMES)))
         return doc, f"{where} hostile"
     if operation == "unknown field":
         target = value if isinstance(value, dict) else parent if isinstance(parent, dict) else doc
