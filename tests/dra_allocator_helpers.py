@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kubedevice.resource.capacity import ConsumedCapacity, DeviceCapacity
+from kubedevice.resource.counters import CounterSet
 from kubedevice.resource.model import (
     AllocationResult,
     AttributeValue,
@@ -23,6 +25,7 @@ from kubedevice.resource.model import (
     ResourceSliceDocument,
     SliceDevice,
 )
+from kubedevice.resource.quantity import Quantity
 from kubedevice.scheduler.allocator import AllocationRequest, ClaimToAllocate
 
 GPU = "gpu.example.com"
@@ -38,10 +41,20 @@ def attr(value: int | bool | str, kind: str | None = None) -> AttributeValue:
 def dev(
     name: str,
     attributes: Mapping[str, AttributeValue] | None = None,
-    capacity: Mapping[str, str] | None = None,
+    capacity: Mapping[str, str | DeviceCapacity] | None = None,
     unsupported: str | None = None,
+    shared: bool = False,
+    **extra: Any,
 ) -> SliceDevice:
-    return SliceDevice(name, dict(attributes or {}), dict(capacity or {}), unsupported)
+    """A device; a capacity given as text has no requestPolicy; `shared`: allowMultipleAllocations;
+    `extra` sets the newer fields (taints, consumes_counters, binding_conditions, ...)."""
+    capacities = {
+        k: v if isinstance(v, DeviceCapacity) else DeviceCapacity(Quantity.parse(v))
+        for k, v in (capacity or {}).items()
+    }
+    return SliceDevice(
+        name, dict(attributes or {}), capacities, unsupported, allow_multiple_allocations=shared, **extra
+    )
 
 
 def pool(
@@ -51,8 +64,10 @@ def pool(
     complete: bool = True,
     slices: int = 1,
     invalid: str | None = None,
+    counter_sets: Mapping[str, CounterSet] | None = None,
 ) -> Pool:
-    """A pool; its devices are dealt round-robin-free into `slices` slices, in order."""
+    """A pool; its devices are dealt round-robin-free into `slices` slices, in order; `counter_sets`
+    as `gather_pools` would have checked them."""
     items = [dev(d) if isinstance(d, str) else d for d in devices]
     per = max(1, -(-len(items) // slices))
     docs = tuple(
@@ -66,7 +81,15 @@ def pool(
         )
         for i in range(slices)
     )
-    return Pool(driver=driver, name=name, generation=0, slices=docs, complete=complete, invalid=invalid)
+    return Pool(
+        driver=driver,
+        name=name,
+        generation=0,
+        slices=docs,
+        complete=complete,
+        invalid=invalid,
+        counter_sets=dict(counter_sets or {}),
+    )
 
 
 def device_class(
@@ -96,9 +119,14 @@ def req(
 
 
 def sub(
-    name: str, cls: str = "gpu", count: int = 1, selectors: tuple[str, ...] = (), mode: str = "ExactCount"
+    name: str,
+    cls: str = "gpu",
+    count: int = 1,
+    selectors: tuple[str, ...] = (),
+    mode: str = "ExactCount",
+    **extra: Any,
 ) -> Any:
-    return DeviceSubRequest(name, cls, selectors, mode, count)  # type: ignore[arg-type]
+    return DeviceSubRequest(name, cls, selectors, mode, count, **extra)  # type: ignore[arg-type]
 
 
 def first(name: str, *subs: DeviceSubRequest) -> DeviceRequest:
@@ -111,11 +139,8 @@ def claim(
     constraints: tuple[DeviceConstraint, ...] = (),
     config: tuple[DeviceClaimConfiguration, ...] = (),
     namespace: str = "default",
-    unsupported: str | None = None,
 ) -> ClaimToAllocate:
-    spec = ResourceClaimSpec(
-        requests=requests, constraints=constraints, config=config, unsupported=unsupported
-    )
+    spec = ResourceClaimSpec(requests=requests, constraints=constraints, config=config)
     return ClaimToAllocate(namespace, name, spec)
 
 
@@ -137,14 +162,19 @@ def request(
     classes: list[DeviceClassDocument] | None = None,
     in_use: set[DeviceID] | None = None,
     namespaces: list[NamespaceDocument] | None = None,
+    consumed: Mapping[DeviceID, ConsumedCapacity] | None = None,
+    **extra: Any,
 ) -> AllocationRequest:
+    """`extra`: node_name, node_labels, taint_rules."""
     return AllocationRequest(
         claims=tuple(claims),
         classes={c.meta.name: c for c in (classes if classes is not None else [device_class()])},
         pools=pools,
         in_use=frozenset(in_use or ()),
         namespaces={n.meta.name: n for n in namespaces or ()},
-        node_name=NODE,
+        node_name=extra.pop("node_name", NODE),
+        consumed_capacity=dict(consumed or {}),
+        **extra,
     )
 
 

@@ -159,6 +159,13 @@ def test_the_dra_block_runs_as_written(shell: Shell) -> None:
     assert "ResourceClaims" in claims.stdout and "default/gpu-claim" in claims.stdout
     (row,) = [line for line in claims.stdout.splitlines() if "default/gpu-claim" in line]
     assert row.split("│")[5].strip() == "yes"  # prepared
+    status = shell.line(lines[6])
+    assert status is not None and status.returncode == 0, status and status.stderr
+    assert status.stdout == "default/gpu-claim: status.devices holds 1 entry of gpu.example.com (1 in all)\n"
+    again = shell.line(lines[5])
+    assert again is not None and (
+        "  default/gpu-claim gpu.example.com/node-1/gpu-0: Ready=True; gpu0; data: model" in again.stdout
+    ), again.stdout
 
 
 def test_the_dra_example_runs_whatever_the_node_is_called(shell: Shell) -> None:

@@ -683,7 +683,7 @@ CASES: list[tuple[str, str, Case, str, Callable[[NodePaths], None] | None]] = [
         "manifest",
         _manifest("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n"),
         'unsupported kind "Service" (apiVersion "v1") — supported: Pod, Namespace, ResourceClaim, '
-        "ResourceClaimTemplate, DeviceClass",
+        "ResourceClaimTemplate, DeviceClass, DeviceTaintRule",
         None,
     ),
     (
@@ -709,6 +709,29 @@ CASES: list[tuple[str, str, Case, str, Callable[[NodePaths], None] | None]] = [
             "spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu, count: 0}}]}}\n"
         ),
         "ResourceClaim default/c: spec.devices.requests[0].exactly.count: must be at least 1, not 0",
+        None,
+    ),
+    (
+        "mf-claim-toleration",
+        "manifest",
+        _manifest(
+            "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: c}\n"
+            "spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu, "
+            "tolerations: [{key: k, operator: Exists, value: v}]}}]}}\n"
+        ),
+        "ResourceClaim default/c: spec.devices.requests[0].exactly.tolerations[0].value: "
+        "must be empty for operator `Exists`",
+        None,
+    ),
+    (
+        "mf-taint-rule",
+        "manifest",
+        _manifest(
+            "apiVersion: resource.k8s.io/v1\nkind: DeviceTaintRule\nmetadata: {name: r}\n"
+            "spec: {deviceSelector: {device: gpu-0}, taint: {key: k, effect: PreferNoSchedule}}\n"
+        ),
+        "DeviceTaintRule r: spec.taint.effect: Unsupported value: 'PreferNoSchedule': "
+        'supported values: "NoExecute", "NoSchedule", "None"',
         None,
     ),
     (

@@ -4,6 +4,7 @@ failure reads as (no daemon, no answer, a malformed or unexpected answer, a daem
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 
 from kubedevice.statusapi import contract
 from kubedevice.statusapi.client import StatusClient, StatusClientError
-from kubedevice.statusapi.http import Handler, PrefixHandler, Response, StatusServer
+from kubedevice.statusapi.http import Handler, PrefixHandler, PutRequest, Response, StatusServer
 from kubedevice.statusapi.stand_in import StandInStatusAPI
 
 CLAIM: dict[str, Any] = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {}}
@@ -161,3 +162,50 @@ async def test_the_stand_in_serves_claims_as_the_daemon_does(root: Path) -> None
         assert await daemon.get_answer("/claims/team%20a/gone") == (404, NOT_FOUND)
     finally:
         await stand_in.stop()
+
+
+async def test_a_put_reads_its_body_and_refuses_one_without_a_length_or_too_large(root: Path) -> None:
+    """The server's PUT: the body read whole (after `100 Continue` when asked, as curl asks), the query's
+    parameters; no Content-Length is 411, more than the API server's 3 MiB is 413 (never read)."""
+    seen: list[PutRequest] = []
+
+    async def echo(request: PutRequest) -> Response:
+        seen.append(request)
+        return Response.json({"rest": request.rest, "driver": request.query.get("driver")})
+
+    server = StatusServer({}, {}, {"/claims/": echo})
+    await server.start(root / contract.SOCKET_NAME)
+    try:
+        body = b'{"devices": []}'
+        status, answer = await StatusClient.under(root).request(
+            "PUT", "/claims/a/b/status?driver=d.example", body
+        )
+        assert (status, json.loads(answer)) == (200, {"rest": "a/b/status", "driver": "d.example"})
+        assert seen[-1].body == body
+        head = (
+            "PUT /claims/a/b/status HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"
+        )
+        assert await _raw(root, head.encode(), b"{}") == (b"HTTP/1.1 100 Continue", b"HTTP/1.1 200 OK")
+        assert seen[-1].body == b"{}"
+        no_length = b"PUT /claims/a/b/status HTTP/1.1\r\nHost: x\r\n\r\n"
+        assert (await _raw(root, no_length))[0].startswith(b"HTTP/1.1 411 ")
+        huge = b"PUT /claims/a/b/status HTTP/1.1\r\nHost: x\r\nContent-Length: 3145729\r\n\r\n"
+        assert (await _raw(root, huge))[0].startswith(b"HTTP/1.1 413 ")
+        assert len(seen) == 2
+    finally:
+        await server.stop()
+
+
+async def _raw(root: Path, head: bytes, body: bytes = b"") -> tuple[bytes, ...]:
+    """The status lines of the server's answer to `head`, then `body` once it asked for it (or at once)."""
+    reader, writer = await asyncio.open_unix_connection(str(root / contract.SOCKET_NAME))
+    writer.write(head)
+    await writer.drain()
+    lines: list[bytes] = []
+    if b"Expect: 100-continue" in head:
+        lines.append((await reader.readuntil(b"\r\n\r\n")).split(b"\r\n")[0])
+    writer.write(body)
+    await writer.drain()
+    answer = await reader.read()
+    writer.close()
+    return (*lines, answer.split(b"\r\n")[0])

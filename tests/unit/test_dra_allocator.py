@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from kubedevice.resource.model import DeviceAllocationConfiguration, OpaqueConfig
+from kubedevice.resource.taints import DeviceTaint, DeviceToleration
 from kubedevice.scheduler.allocator import AllocationRequest, Unschedulable, allocate
 from kubedevice.scheduler.cel import CelSelectors
 from tests.dra_allocator_helpers import (
@@ -88,7 +89,7 @@ SUCCESS: dict[str, tuple[Callable[[], AllocationRequest], list[list[tuple[str, s
     "unsupported-device-never-a-candidate": (
         lambda: request(
             [claim("c1", req("gpu"))],
-            [pool(dev("gpu-9", unsupported="device taints and tolerations"), "gpu-1")],
+            [pool(dev("gpu-9", unsupported="node allocatable resources"), "gpu-1")],
         ),
         [[("gpu", "gpu-1")]],
     ),
@@ -440,21 +441,14 @@ FAILURE: dict[str, tuple[Callable[[], AllocationRequest], str]] = {
         "devices "
         "requires the `resource.kubernetes.io/admin-access: true` label on the containing namespace",
     ),
-    "tolerations-left-out-scenario-40": (
+    "untolerated-taint-named-scenario-40": (
         lambda: request(
-            [claim("c1", req("gpu", tolerations=({"key": "k", "operator": "Exists"},)))], [pool("gpu-0")]
+            [claim("c1", req("gpu", tolerations=(DeviceToleration("other", "Exists"),)))],
+            [pool(dev("gpu-0", taints=(DeviceTaint("example.com/broken", "NoSchedule", "true"),)))],
         ),
-        "unsupported by kubedevice: device taints and tolerations (ResourceClaim default/c1)",
-    ),
-    "capacity-request-left-out": (
-        lambda: request(
-            [claim("c1", first("gpu", sub("a")), req("b", capacity={"requests": {}}))], [pool("gpu-0")]
-        ),
-        "unsupported by kubedevice: consumable capacity (ResourceClaim default/c1)",
-    ),
-    "feature-named-by-the-documents": (
-        lambda: request([claim("c1", req("gpu"), unsupported="consumable capacity")], [pool("gpu-0")]),
-        "unsupported by kubedevice: consumable capacity (ResourceClaim default/c1)",
+        'cannot allocate all claims: ResourceClaim default/c1, request "gpu": 1 matching device(s) wanted, '
+        "0 free; gpu.example.com/node-1/gpu-0 has the taint example.com/broken=true:NoSchedule, which the "
+        "request does not tolerate",
     ),
 }
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from kubedevice.resource.capacity import DeviceCapacity
 from kubedevice.resource.model import AttributeValue, SelectorCompileError, SelectorCompiler, SliceDevice
-from kubedevice.resource.quantity import parse_quantity
+from kubedevice.resource.quantity import Quantity, parse_quantity
 from kubedevice.scheduler.cel import CelDevice, CelRuntimeError, CelSelectors
 from kubedevice.scheduler.semver import parse_semver
 
@@ -24,7 +25,8 @@ def cel() -> CelSelectors:
 def device(
     attributes: dict[str, AttributeValue] | None = None, capacity: dict[str, str] | None = None
 ) -> CelDevice:
-    return CelDevice.of(DRA, SliceDevice("d", attributes or {}, capacity or {}))
+    capacities = {k: DeviceCapacity(Quantity.parse(v)) for k, v in (capacity or {}).items()}
+    return CelDevice.of(DRA, SliceDevice("d", attributes or {}, capacities))
 
 
 def a(value: int | bool | str, kind: str | None = None) -> AttributeValue:
@@ -262,7 +264,12 @@ def test_results_are_cached_and_bounded() -> None:
 
 def test_a_bare_name_belongs_to_the_drivers_domain() -> None:
     dev = CelDevice.of(
-        DRA, SliceDevice("d", {"model": a("x"), "other.example.com/model": a("y")}, {"memory": "1Gi"})
+        DRA,
+        SliceDevice(
+            "d",
+            {"model": a("x"), "other.example.com/model": a("y")},
+            {"memory": DeviceCapacity(Quantity.parse("1Gi"))},
+        ),
     )
     assert dev.attributes == (
         ("dra.example.com", "model", "string", "x"),

@@ -100,7 +100,7 @@ def test_a_v1_claim_reads_into_the_model() -> None:
     assert claim.spec.config == (
         DeviceClaimConfiguration(("gpu",), OpaqueConfig("gpu.example.com", {"sharing": "TimeSlicing"})),
     )
-    assert claim.spec.unsupported is None and claim.allocation is None and claim.reserved_for is None
+    assert claim.allocation is None and claim.reserved_for is None
     assert claim.spec.request("nic/slow") is claim.spec.requests[1]
     assert compiler.seen == ["device.driver == 'gpu.example.com'", "true"]
 
@@ -214,12 +214,12 @@ BAD_KINDS = [
     (
         "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n",
         'unsupported kind "Deployment" (apiVersion "apps/v1") — supported: Pod, Namespace, ResourceClaim, '
-        "ResourceClaimTemplate, DeviceClass",
+        "ResourceClaimTemplate, DeviceClass, DeviceTaintRule",
     ),
     (
         "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: s}\n",
         'unsupported kind "ResourceSlice" (apiVersion "resource.k8s.io/v1") — supported: Pod, Namespace, '
-        "ResourceClaim, ResourceClaimTemplate, DeviceClass",
+        "ResourceClaim, ResourceClaimTemplate, DeviceClass, DeviceTaintRule",
     ),
     ("apiVersion: v1\nmetadata: {name: k}\n", "no kind"),
     ("apiVersion: v1\nkind: 7\n", "no kind"),

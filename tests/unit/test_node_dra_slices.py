@@ -8,7 +8,9 @@ import pytest
 import yaml
 
 from kubedevice.controlplane.slice_pools import gather_slices, parse_slice_file, read_slices
+from kubedevice.resource.capacity import DeviceCapacity
 from kubedevice.resource.model import AttributeValue
+from kubedevice.resource.quantity import Quantity
 from kubedevice.scheduler.pools import SliceReport
 
 NODE = "node-1"
@@ -79,7 +81,9 @@ def test_every_version_reads_into_the_same_devices(tmp_path: Path) -> None:
         "driverVersion": AttributeValue("version", "1.2.3"),
         "ok": AttributeValue("bool", True),
     }
-    assert device.capacity == {"memory": "16Gi"} and device.unsupported is None
+    assert (
+        device.capacity == {"memory": DeviceCapacity(Quantity.parse("16Gi"))} and device.unsupported is None
+    )
     s = read[0]
     assert (s.driver, s.pool, s.generation, s.slice_count, s.node_name, s.meta.source) == (
         "gpu.example.com",
@@ -116,7 +120,7 @@ def test_the_sdks_published_file_reads_as_one_complete_pool(tmp_path: Path) -> N
     )
     assert len(pool.devices) == 130
     assert pool.devices[0].attributes["fw"] == AttributeValue("version", "1.2.3")
-    assert pool.devices[0].capacity == {"memory": "16Gi"}
+    assert pool.devices[0].capacity == {"memory": DeviceCapacity(Quantity.parse("16Gi"))}
 
 
 def test_pools_count_in_their_highest_generation_when_complete(tmp_path: Path) -> None:
@@ -162,33 +166,101 @@ def test_slices_of_another_node_are_ignored_with_a_warning() -> None:
         slice_doc("mine", [gpu("gpu-0")]),
         slice_doc("theirs", [gpu("gpu-1")], node="node-2", pool="node-2"),
         slice_doc("everyone", [gpu("gpu-2")], node="", allNodes=True, pool="shared"),
-        slice_doc("labelled", [gpu("gpu-3")], node="", nodeSelector={"nodeSelectorTerms": []}, pool="l"),
+        slice_doc("labelled", [gpu("gpu-3")], node="", nodeSelector=_selector("rack", "In", "r1"), pool="l"),
+        slice_doc(
+            "other-rack", [gpu("gpu-4")], node="", nodeSelector=_selector("rack", "In", "r2"), pool="o"
+        ),
     ]
-    scan = gather_slices([parse_slice_file("f.yaml", yaml.safe_dump_all(docs).encode())], NODE)
-    assert [s.meta.name for s in scan.slices] == ["mine", "everyone"]
-    assert [s.meta.name for s in scan.ignored] == ["theirs", "labelled"]
+    files = [parse_slice_file("f.yaml", yaml.safe_dump_all(docs).encode())]
+    scan = gather_slices(files, NODE, {"rack": "r1", "kubernetes.io/hostname": NODE})
+    assert [s.meta.name for s in scan.slices] == ["mine", "everyone", "labelled"]
+    assert [s.meta.name for s in scan.ignored] == ["theirs", "other-rack"]
     assert [w.message for w in scan.warnings] == [
         'ResourceSlice theirs: published for node "node-2", this node is "node-1"; ignored',
-        "ResourceSlice labelled: selects its nodes by label (spec.nodeSelector), "
-        "and this node has none; ignored",
+        'ResourceSlice other-rack: its spec.nodeSelector does not match node "node-1" '
+        "(labels: kubernetes.io/hostname=node-1,rack=r1); ignored",
     ]
+
+
+def _selector(key: str, operator: str, *values: str) -> dict[str, object]:
+    requirement = {"key": key, "operator": operator, "values": list(values)}
+    return {"nodeSelectorTerms": [{"matchExpressions": [requirement]}]}
+
+
+@pytest.mark.parametrize(
+    ("selector", "labels", "matches"),
+    [
+        (_selector("rack", "In", "r1", "r2"), {"rack": "r2"}, True),
+        (_selector("rack", "NotIn", "r1"), {}, True),
+        (_selector("rack", "Exists"), {"rack": ""}, True),
+        (_selector("rack", "DoesNotExist"), {"rack": "r1"}, False),
+        (_selector("gpus", "Gt", "3"), {"gpus": "4"}, True),
+        (_selector("gpus", "Lt", "3"), {"gpus": "x"}, False),
+        (
+            {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [NODE]}]}
+                ]
+            },
+            {},
+            True,
+        ),
+        ({"nodeSelectorTerms": [{}]}, {"rack": "r1"}, False),
+    ],
+)
+def test_node_selectors_match_as_the_scheduler_matches(
+    selector: dict[str, object], labels: dict[str, str], matches: bool
+) -> None:
+    doc = slice_doc("s", [gpu("gpu-0")], node="", nodeSelector=selector)
+    [slice_] = parse_slice_file("f.yaml", yaml.safe_dump(doc).encode()).slices
+    assert slice_.node_selector is not None
+    assert slice_.node_selector.matches(NODE, labels) is matches
+
+
+@pytest.mark.parametrize(
+    ("selector", "error"),
+    [
+        ({"nodeSelectorTerms": []}, "spec.nodeSelector.nodeSelectorTerms: must have exactly one term, not 0"),
+        (
+            _selector("rack", "Near", "r1"),
+            'spec.nodeSelector.nodeSelectorTerms[0].matchExpressions[0].operator: Unsupported value: "Near"',
+        ),
+        (_selector("rack", "In"), "matchExpressions[0].values: must be specified when `operator` is 'In'"),
+        (_selector("gpus", "Gt", "many"), "matchExpressions[0].values[0]: 'many' is not an integer"),
+        (
+            {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.uid", "operator": "In", "values": ["u"]}]}
+                ]
+            },
+            'matchFields[0].key: Unsupported value: "metadata.uid"',
+        ),
+    ],
+)
+def test_bad_node_selectors_are_refused_with_their_field(selector: dict[str, object], error: str) -> None:
+    doc = slice_doc("s", [gpu("gpu-0")], node="", nodeSelector=selector)
+    result = parse_slice_file("f.yaml", yaml.safe_dump(doc).encode())
+    assert not result.slices
+    [report] = result.errors
+    assert error in report.message
 
 
 @pytest.mark.parametrize(
     ("spec", "device", "feature", "marked"),
     [
-        ({}, {"taints": [{"key": "k", "effect": "NoSchedule"}]}, "device taints and tolerations", ["gpu-9"]),
-        ({}, {"consumesCounters": [{"counterSet": "c"}]}, "partitionable devices", ["gpu-9"]),
-        ({}, {"allowMultipleAllocations": True}, "consumable capacity", ["gpu-9"]),
-        ({}, {"bindsToNode": True}, "binding conditions", ["gpu-9"]),
-        ({}, {"bindingConditions": ["ready"]}, "binding conditions", ["gpu-9"]),
         (
             {},
-            {"capacity": {"memory": {"value": "1Gi", "requestPolicy": {"default": "1Gi"}}}},
-            "consumable capacity",
+            {"nodeAllocatableResources": {"cpu": {"mapping": {"deviceMultiplier": "8"}}}},
+            "node allocatable resources",
             ["gpu-9"],
         ),
-        ({"sharedCounters": [{"name": "c"}]}, {}, "partitionable devices", ["gpu-0", "gpu-9"]),
+        (
+            {"partitionTypeAttribute": "gpu.example.com/profile"},
+            {},
+            "partition type attribute",
+            ["gpu-0", "gpu-9"],
+        ),
+        ({"skipNodeOperations": ["*"]}, {}, "optional node operations", ["gpu-0", "gpu-9"]),
     ],
 )
 def test_left_out_slice_features_are_reported_and_their_devices_marked(
@@ -206,11 +278,12 @@ def test_left_out_slice_features_are_reported_and_their_devices_marked(
     ]
 
 
-def test_v1beta1_left_out_fields_are_read_under_basic() -> None:
+def test_v1beta1_device_fields_are_read_under_basic() -> None:
     device = {"name": "gpu-9", "basic": {"taints": [{"key": "k", "effect": "NoSchedule"}]}}
     doc = slice_doc("s", [device], version="v1beta1")
     [s] = parse_slice_file("f.yaml", yaml.safe_dump(doc).encode()).slices
-    assert s.devices[0].unsupported == "device taints and tolerations"
+    assert s.devices[0].unsupported is None
+    assert [t.text() for t in s.devices[0].taints] == ["k:NoSchedule"]
 
 
 BAD = [
@@ -229,7 +302,7 @@ BAD = [
     (
         slice_doc("s", [{"name": "a", "attributes": {"x": {"int": 1, "bool": True}}}]),
         "ResourceSlice s: spec.devices[0].attributes[x]: "
-        "must have exactly one of int, bool, string or version",
+        "must have exactly one of int, bool, string, version, ints, bools, strings or versions",
     ),
     (
         slice_doc("s", [{"name": "a", "attributes": {"x": {"version": "v1"}}}]),

@@ -130,6 +130,13 @@ BAD_CLAIMS = [
         "ResourceClaim default/c1: status.allocation.devices.results[0].pool: is required",
     ),
     (
+        _claim(f"[{GPU}]")
+        + "status: {allocation: {devices: {results: [{request: gpu, driver: d.com, pool: p, device: g,"
+        + " shareID: share-1}]}}}\n",
+        "ResourceClaim default/c1: status.allocation.devices.results[0].shareID: "
+        "must be a lowercase UUID (8-4-4-4-12 hex digits), not 'share-1'",
+    ),
+    (
         "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: g}\n"
         "spec: {selectors: [{cel: {expression: 'a !! b'}}]}\n",
         "DeviceClass g: spec.selectors[0].cel.expression: CEL compile error: "
@@ -193,42 +200,6 @@ def test_a_selector_is_not_compiled_without_a_compiler() -> None:
         _claim("[{name: gpu, exactly: {deviceClassName: gpu, selectors: [{cel: {expression: '!!'}}]}}]")
     )
     assert isinstance(claim, ClaimDocument)
-
-
-@pytest.mark.parametrize(
-    ("request_", "extra", "feature"),
-    [
-        (
-            "{name: g, exactly: {deviceClassName: g, tolerations: [{key: k, operator: Exists}]}}",
-            "",
-            "device taints and tolerations",
-        ),
-        (
-            "{name: g, firstAvailable: [{name: a, deviceClassName: g, tolerations: [{key: k}]}]}",
-            "",
-            "device taints and tolerations",
-        ),
-        (
-            "{name: g, exactly: {deviceClassName: g, capacity: {requests: {memory: 1Gi}}}}",
-            "",
-            "consumable capacity",
-        ),
-        (
-            "{name: g, exactly: {deviceClassName: g}}",
-            "    constraints: [{distinctAttribute: x.com/a}]\n",
-            "consumable capacity",
-        ),
-        (
-            "{name: g, deviceClassName: g, tolerations: [{key: k}]}",
-            "v1beta1",
-            "device taints and tolerations",
-        ),
-    ],
-)
-def test_left_out_features_are_recorded_not_refused(request_: str, extra: str, feature: str) -> None:
-    version = "v1beta1" if extra == "v1beta1" else "v1"
-    claim = _one(_claim(f"[{request_}]", "" if extra == "v1beta1" else extra, version))
-    assert isinstance(claim, ClaimDocument) and claim.spec.unsupported == feature
 
 
 POD = """\

@@ -70,7 +70,22 @@ def test_a_claim_route_answers_the_claim_not_found_or_no_such_path() -> None:
 
     assert contract.answer_claim("team%20a/c%2F1", lookup) == ({"metadata": {"name": "c/1"}}, 200)
     assert contract.answer_claim("default/c%2F2", lookup) == (contract.claim_not_found("c/2"), 404)
-    assert contract.answer_claim("c1", lookup) == (
-        {"error": "no such path /claims/c1; try /claims/<namespace>/<name>"},
-        404,
-    )
+    # The status subresource reads the claim too, as the API server's GET of it does.
+    assert contract.answer_claim("team%20a/c%2F1/status", lookup) == ({"metadata": {"name": "c/1"}}, 200)
+    for rest in ("c1", "default/c1/spec", "default//status", "a/b/c/d"):
+        assert contract.answer_claim(rest, lookup) == (
+            {
+                "error": f"no such path /claims/{rest}; try /claims/<namespace>/<name> or "
+                "/claims/<namespace>/<name>/status"
+            },
+            404,
+        )
+
+
+def test_a_status_path_is_built_quoted_and_read_back_only_as_the_status_subresource() -> None:
+    path = contract.claim_status_path("team a", "c/1", "gpu.example.com")
+    assert path == "/claims/team%20a/c%2F1/status?driver=gpu.example.com"
+    rest = path.removeprefix(contract.CLAIM_PREFIX).partition("?")[0]
+    assert contract.parse_claim_path(rest, status=True) == ("team a", "c/1")
+    assert contract.parse_claim_path(rest, status=False) is None
+    assert contract.parse_claim_path("team%20a/c%2F1", status=True) is None

@@ -1,4 +1,5 @@
-"""The node daemon's status API clients: `kubedevice status`, `kubedevice pods` and `kubedevice claims`.
+"""The node daemon's status API clients: `kubedevice status`, `kubedevice pods` and `kubedevice claims`
+(with `claims set-status`, a driver's `status.devices` written by hand).
 
 Kept apart from the daemon's own command so that asking a running daemon loads no device manager, and the
 daemon loads no tables; and apart from `podresources` so that asking it loads no gRPC. rich is imported
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from typing import Any
 
@@ -17,8 +19,9 @@ import typer
 from kubedevice.console import make_console
 from kubedevice.options import ROOT_HELP, fail, root_option
 from kubedevice.statusapi import contract
-from kubedevice.statusapi.client import StatusClient, StatusClientError
+from kubedevice.statusapi.client import ClaimStatusRefused, StatusClient, StatusClientError
 from kubedevice.statusapi.paths import NodePaths
+from kubedevice.wording import counted
 
 
 def _node_paths(root_dir: str | None) -> NodePaths:
@@ -98,11 +101,27 @@ def pods(
         print_pods(make_console(), data)
 
 
+claims_app = typer.Typer(
+    rich_markup_mode=None,
+    name="claims",
+    help=(
+        "The node's ResourceClaims: allocation, reservation, prepared or not, CDI devices, pods, device "
+        "status."
+    ),
+    invoke_without_command=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@claims_app.callback()
 def claims(
+    ctx: typer.Context,
     root_dir: str | None = typer.Option(None, "--root-dir", help=ROOT_HELP, metavar="PATH"),
     as_json: bool = typer.Option(False, "--json", help="Print the daemon's JSON answer (/claims)."),
 ) -> None:
-    """The node's ResourceClaims: allocation, reservation, prepared or not, CDI devices, pods."""
+    if ctx.invoked_subcommand is not None:
+        return
     data = _status_get(root_dir, contract.CLAIMS)
     if as_json:
         typer.echo(json.dumps(data, indent=1))
@@ -112,8 +131,73 @@ def claims(
         print_claims(make_console(), data)
 
 
+@claims_app.command("set-status")
+def set_status(
+    claim: str = typer.Argument(
+        ..., metavar="[NAMESPACE/]NAME", help="The claim (namespace `default` if none)."
+    ),
+    driver: str = typer.Option(
+        ..., "--driver", help="The DRA driver that writes: its entries only are written."
+    ),
+    file: str = typer.Option(
+        ...,
+        "--file",
+        metavar="PATH",
+        help='The entries, JSON or YAML: {"devices": [...]} or the list alone; - reads standard input.',
+    ),
+    root_dir: str | None = typer.Option(None, "--root-dir", help=ROOT_HELP, metavar="PATH"),
+) -> None:
+    """Write a driver's entries of a claim's status.devices, as the driver would.
+
+    Each entry names an allocated device (driver, pool, device, shareID) and holds its conditions, data and
+    networkData. The entries replace those the driver wrote before (an empty list removes them); other
+    drivers' entries stay. The daemon validates them as the API server does and keeps them across restarts."""
+    namespace, _, name = claim.rpartition("/") if "/" in claim else ("default", "", claim)
+    if not namespace or not name or "/" in namespace:
+        fail(f"{claim!r} is not [NAMESPACE/]NAME — name one claim, e.g. default/gpu-claim")
+    devices = _status_entries(file)
+    daemon = StatusClient(_node_paths(root_dir).status_socket)
+    try:
+        answer = asyncio.run(daemon.put_claim_status(namespace, name, driver=driver, devices=devices))
+    except ClaimStatusRefused as err:
+        fail(f"{err} — {'fix the entries and' if err.code in (400, 422) else 'then'} run it again", 1)
+    except StatusClientError as err:
+        fail(str(err))
+    written = answer.get("status", {}).get("devices") or []
+    own = sum(1 for d in written if d.get("driver") == driver)
+    typer.echo(
+        f"{namespace}/{name}: status.devices holds {counted(own, 'entry', 'entries')} of {driver} "
+        f"({len(written)} in all)"
+    )
+
+
+def _status_entries(file: str) -> list[Any]:
+    """The entries of `--file`: `{"devices": [...]}` or the list itself, JSON or YAML."""
+    from kubedevice.resource.document_file import ManifestError, load_documents, read_document_file
+
+    where = "standard input" if file == "-" else file
+    try:
+        content = sys.stdin.buffer.read() if file == "-" else read_document_file(file)
+        documents = load_documents(file, content)
+    except OSError as err:
+        fail(f"cannot read {where}: {err.strerror or err} — give the file of the entries")
+    except ManifestError as err:
+        fail(f"{where}: {err} — give the entries as JSON or YAML")
+    if len(documents) != 1:
+        fail(
+            f'{where}: {len(documents)} documents — give one: {{"devices": [...]}} or the list '
+            '(`{"devices": []}` removes the driver\'s entries)'
+        )
+    entries = documents[0]
+    if isinstance(entries, dict) and set(entries) <= {"devices"}:
+        entries = entries.get("devices") or []
+    if not isinstance(entries, list):
+        fail(f'{where}: not {{"devices": [...]}} nor a list of entries — give the entries of status.devices')
+    return entries
+
+
 def register(app: typer.Typer) -> None:
-    """Add `status`, `pods` and `claims` to the `kubedevice` command."""
+    """Add `status`, `pods` and `claims` (with `claims set-status`) to the `kubedevice` command."""
     app.command("status")(status)
     app.command("pods")(pods)
-    app.command("claims")(claims)
+    app.add_typer(claims_app, name="claims")

@@ -21,6 +21,7 @@ class ClaimStoreSaver:
     def __init__(self, state: ClaimStore, file: ClaimStoreFile) -> None:
         self.state = state
         self._file = file
+        self.path = file.path
         self._commit = GroupCommit.threaded(
             lambda: self.state.encode(),  # the state as it is when the write begins, encoded on the loop
             file.write,
@@ -34,6 +35,11 @@ class ClaimStoreSaver:
             return False
         self._commit.request()
         return True
+
+    async def commit(self) -> None:
+        """Return once the state as it is now is on disk (a write that began after this call ended);
+        raises the write's error."""
+        await self._commit.commit()
 
     async def stop(self) -> None:
         """Wait for the saves asked for so far."""

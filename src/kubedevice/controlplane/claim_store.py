@@ -1,13 +1,19 @@
 """The daemon's own claim state, `D/dra_claims.json`: what it decided as scheduler and claim controller.
 
     {"version": 1, "claims": {"<ns>/<name>": {"uid": ..., "generatedFor": <podUID|null>,
-     "extendedFor": <podUID|null>, "allocation": <v1 AllocationResult|null>, "reservedFor": [...]}}}
+     "extendedFor": <podUID|null>, "allocation": <v1 AllocationResult|null>, "reservedFor": [...],
+     "devices": [<v1 AllocatedDeviceStatus>...] (only when there are some)}}}
 
 A record holds the allocations the daemon made, the reservations it added (a claim whose document has
 `status.reservedFor` keeps the user's list and gets none) and the claims it generated (from a template:
 `generatedFor`; the special claim of extended resources: `extendedFor`, which also keeps the routing decision
-as `extendedResources`, name -> class, so it never flips after a restart). Manifests are never written; the
-kubelet's `dra_manager_state` stays the only record of prepared claims.
+as `extendedResources`, name -> class, so it never flips after a restart), and the claim's `status.devices`
+as its drivers wrote them through the status API. Manifests are never written; the kubelet's
+`dra_manager_state` stays the only record of prepared claims.
+
+A device's status lives as long as its allocation, as the API server drops `status.devices` entries whose
+device leaves `status.allocation` (the resourceclaim strategy's dropDeallocatedStatusDevices): `apply` drops
+them when a record's own allocation changes (controlplane.device_status when a manifest's allocation does).
 
 The file is written atomically and durably (the checkpoint's mechanics), only when its content changed.
 """
@@ -24,6 +30,13 @@ from kubedevice.checkpoint.dra_model import ClaimInfoState
 from kubedevice.checkpoint.errors import CheckpointError, CheckpointNotFoundError
 from kubedevice.checkpoint.store import CheckpointFile, read_file
 from kubedevice.dra import types as dra
+from kubedevice.resource.device_status import (
+    AllocatedDeviceStatus,
+    StatusDecodeError,
+    device_statuses_json,
+    read_device_statuses,
+)
+from kubedevice.resource.device_status_rules import allocated_keys
 from kubedevice.resource.documents import read_allocation, read_reserved_for
 from kubedevice.resource.fields import DocumentError
 from kubedevice.resource.model import (
@@ -33,6 +46,7 @@ from kubedevice.resource.model import (
     DeviceID,
     DRADocuments,
 )
+from kubedevice.scheduler.allocated import AllocatedState
 
 __all__ = [
     "CLAIM_STATE_NAME",
@@ -41,6 +55,7 @@ __all__ = [
     "ClaimStoreError",
     "ClaimStoreFile",
     "Updates",
+    "allocated_state",
     "devices_in_use",
     "effective_claim",
     "reconcile_at_start",
@@ -65,6 +80,8 @@ class ClaimRecord:
     reserved_for: tuple[ConsumerReference, ...] = ()
     #: For the special claim: extended resource name -> DeviceClass, the decision made at admission.
     extended_resources: Mapping[str, str] = field(default_factory=dict)
+    #: The claim's `status.devices`, written by its drivers.
+    devices: tuple[AllocatedDeviceStatus, ...] = ()
     document: ClaimDocument | None = field(default=None, compare=False)
 
     @property
@@ -75,6 +92,11 @@ class ClaimRecord:
     def owner(self) -> str | None:
         """The pod a generated claim belongs to."""
         return self.generated_for if self.generated_for is not None else self.extended_for
+
+    @property
+    def empty(self) -> bool:
+        """Holds nothing the daemon decided or keeps: the record can go."""
+        return not self.generated and self.allocation is None and not self.reserved_for and not self.devices
 
     def reserves(self, pod_uid: str) -> bool:
         return any(r.uid == pod_uid for r in self.reserved_for)
@@ -89,6 +111,8 @@ class ClaimRecord:
         }
         if self.extended_resources:
             out["extendedResources"] = dict(sorted(self.extended_resources.items()))
+        if self.devices:
+            out["devices"] = device_statuses_json(self.devices)
         return out
 
 
@@ -114,10 +138,14 @@ class ClaimStore:
         return self._records.get(key)
 
     def apply(self, updates: Updates) -> bool:
-        """Apply a decision's updates; True when the persisted content changed (a save is due)."""
+        """Apply a decision's updates; True when the persisted content changed (a save is due).
+
+        A record whose own allocation changed keeps only the device statuses of devices still allocated,
+        and a record left holding nothing goes."""
         changed = False
-        for key, record in updates.items():
+        for key, update in updates.items():
             old = self._records.get(key)
+            record = _allocation_followed(old, update)
             if record is None:
                 if old is not None:
                     del self._records[key]
@@ -170,6 +198,10 @@ def _record(raw: Any, where: str) -> ClaimRecord:
         reserved = read_reserved_for(raw.get("reservedFor"), where)
     except DocumentError as err:
         raise ClaimStoreError(str(err)) from None
+    try:
+        devices = read_device_statuses(raw.get("devices"), f"{where}devices")
+    except StatusDecodeError as err:
+        raise ClaimStoreError(str(err)) from None
     return ClaimRecord(
         uid=raw["uid"],
         generated_for=pods["generatedFor"],
@@ -177,7 +209,19 @@ def _record(raw: Any, where: str) -> ClaimRecord:
         allocation=allocation,
         reserved_for=reserved,
         extended_resources=dict(extended),
+        devices=devices,
     )
+
+
+def _allocation_followed(old: ClaimRecord | None, new: ClaimRecord | None) -> ClaimRecord | None:
+    """`new` with the device statuses its own allocation no longer holds dropped (when the daemon's
+    allocation changed), and None when it then holds nothing."""
+    if new is None or old is None or old.allocation is None or new.allocation == old.allocation:
+        return new
+    if new.devices:
+        keys = allocated_keys(new.allocation)
+        new = replace(new, devices=tuple(d for d in new.devices if d.key in keys))
+    return None if new.empty else new
 
 
 def _consumer_json(ref: ConsumerReference) -> dict[str, str]:
@@ -248,9 +292,15 @@ def effective_claim(document: ClaimDocument | None, record: ClaimRecord | None) 
             document,
             allocation=document.allocation if document.allocation is not None else record.allocation,
             reserved_for=document.reserved_for if document.reserved_for is not None else record.reserved_for,
+            device_status=record.devices,
         )
     if record is not None and record.document is not None:
-        return replace(record.document, allocation=record.allocation, reserved_for=record.reserved_for)
+        return replace(
+            record.document,
+            allocation=record.allocation,
+            reserved_for=record.reserved_for,
+            device_status=record.devices,
+        )
     return None
 
 
@@ -269,24 +319,24 @@ def to_resource_claim(claim: ClaimDocument) -> dra.ResourceClaim:
 # --- devices in use, and the start-up reconciliation ---------------------------------------------------
 
 
-def _held(allocation: AllocationResult) -> Iterable[DeviceID]:
-    return ((r.driver, r.pool, r.device) for r in allocation.results if not r.admin_access)
-
-
 def devices_in_use(
     state: ClaimStore, documents: DRADocuments, cache: Iterable[ClaimInfoState]
 ) -> frozenset[DeviceID]:
-    """Devices no new allocation may take: those of every claim the daemon allocated, until it
+    """The devices `allocated_state` says are taken whole."""
+    return allocated_state(state, documents, cache).in_use
+
+
+def allocated_state(
+    state: ClaimStore, documents: DRADocuments, cache: Iterable[ClaimInfoState]
+) -> AllocatedState:
+    """What no new allocation may take: the devices of every claim the daemon allocated, until it
     deallocates them; those of a user-written allocation while its document exists or a cache entry
     references the claim (a removed document's devices are then read from the cache entry, which cannot
-    tell adminAccess apart). Results with adminAccess never count."""
+    tell adminAccess apart nor say what a share consumed, so they count as taken whole). Results with
+    adminAccess never count; results with a shareID consume their share of the device's capacity."""
+    allocations = [r.allocation for r in state.records.values() if r.allocation is not None]
+    allocations.extend(doc.allocation for doc in documents.claims.values() if doc.allocation is not None)
     used: set[DeviceID] = set()
-    for record in state.records.values():
-        if record.allocation is not None:
-            used.update(_held(record.allocation))
-    for doc in documents.claims.values():
-        if doc.allocation is not None:
-            used.update(_held(doc.allocation))
     for entry in cache:
         written = documents.claims.get(entry.key)
         decided = state.get(entry.key)
@@ -296,7 +346,7 @@ def devices_in_use(
             continue  # counted above, with adminAccess known
         for driver, devices in (entry.driver_state or {}).items():
             used.update((driver, d.pool_name, d.device_name) for d in devices or ())
-    return frozenset(used)
+    return AllocatedState.gather(allocations, used)
 
 
 def reconcile_at_start(
@@ -336,7 +386,7 @@ def reconcile_at_start(
         if allocation is not None and not kept and not user_reserved and key not in referenced:
             allocation = None
         new = replace(record, reserved_for=kept, allocation=allocation)
-        if not new.generated and new.allocation is None and not new.reserved_for:
+        if new.empty:
             updates[key] = None
         elif new != record:
             updates[key] = new

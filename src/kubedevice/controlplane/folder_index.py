@@ -18,6 +18,7 @@ from kubedevice.resource.model import (
     ClaimDocument,
     ClaimTemplateDocument,
     DeviceClassDocument,
+    DeviceTaintRuleDocument,
     DRADocuments,
     NamespaceDocument,
 )
@@ -123,13 +124,20 @@ class DRAFolderIndex:
                 templates=cast(dict[str, ClaimTemplateDocument], dict(m[ClaimTemplateDocument.KIND])),
                 classes=cast(dict[str, DeviceClassDocument], dict(m[DeviceClassDocument.KIND])),
                 namespaces=cast(dict[str, NamespaceDocument], dict(m[NamespaceDocument.KIND])),
+                taint_rules=cast(dict[str, DeviceTaintRuleDocument], dict(m[DeviceTaintRuleDocument.KIND])),
                 errors=dict(errors),
             )
             self._dirty = False
         return self._snapshot, changed
 
 
-_KINDS = (ClaimDocument.KIND, ClaimTemplateDocument.KIND, DeviceClassDocument.KIND, NamespaceDocument.KIND)
+_KINDS = (
+    ClaimDocument.KIND,
+    ClaimTemplateDocument.KIND,
+    DeviceClassDocument.KIND,
+    NamespaceDocument.KIND,
+    DeviceTaintRuleDocument.KIND,
+)
 
 
 def _keys(docs: list[DRADocument]) -> Iterable[tuple[_Key, str]]:

@@ -11,7 +11,8 @@ daemon plays all of them; this facade is where its pod path meets them:
 - `schedule` is everything between admission and PrepareResources for one pod: it answers the pod as the
   DRA manager is handed it, and why it must wait when it must;
 - `restore` gives a pod that ran before a restart its view back, deciding nothing;
-- `pod_gone` and `reconcile` drop what pods that left held (reservations, generated claims, allocations).
+- `pod_gone` and `reconcile` drop what pods that left held (reservations, generated claims, allocations);
+- `put_device_status` takes a driver's `status.devices` (the status API's PUT), durably.
 
 Each decision is applied to the claim store at once and written to `dra_claims.json` in the background
 (group-committed); `changed` fires whenever something a waiting pod may wait for changed (documents,
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Iterable, Sequence, Set
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from kubedevice.checkpoint.dra_model import ClaimInfoState
 from kubedevice.controlplane.claim_saver import ClaimStoreSaver
 from kubedevice.controlplane.claim_store import ClaimStore, ClaimStoreFile, Updates, reconcile_at_start
 from kubedevice.controlplane.claim_view import ClaimView
+from kubedevice.controlplane.device_status import StatusRefusal, device_status_pruned, device_status_update
 from kubedevice.controlplane.extended import (
     ExtendedRoutes,
     coexistence_warnings,
@@ -40,7 +42,8 @@ from kubedevice.controlplane.reservation import pod_removed
 from kubedevice.controlplane.slice_folder import SliceFolder
 from kubedevice.dra.types import DRAPod
 from kubedevice.manager.types import Pod
-from kubedevice.resource.model import DRADocuments
+from kubedevice.resource.model import ClaimDocument, DRADocuments
+from kubedevice.resource.node_labels import node_labels as node_labels_of
 from kubedevice.resource.pod_claims import PodClaims
 from kubedevice.scheduler.cel import CelSelectors
 from kubedevice.tasks import Signal
@@ -73,9 +76,12 @@ class ControlPlane:
         slice_folder: Path,
         *,
         node_name: str,
+        node_labels: Mapping[str, str] | None = None,
         use_inotify: bool = True,
     ) -> None:
         self.node_name = node_name
+        #: The node's labels, matched by node selectors (`kubernetes.io/hostname=<node_name>` by default).
+        self.node_labels = node_labels_of(node_name, node_labels)
         self.store = store
         self._saver = ClaimStoreSaver(store, store_file)
         #: Fires when something a pod waiting for its claims may wait for changed.
@@ -87,18 +93,36 @@ class ControlPlane:
         #: Compiles selectors as the manifests are read and evaluates them in allocations (one cache).
         self.selectors = CelSelectors()
         self.slices = SliceFolder(
-            slice_folder, node_name, on_change=self.changed.fire, use_inotify=use_inotify
+            slice_folder,
+            node_name,
+            node_labels=self.node_labels,
+            on_change=self.changed.fire,
+            use_inotify=use_inotify,
         )
 
     @classmethod
     async def load(
-        cls, root: Path, slice_folder: Path, *, node_name: str, use_inotify: bool = True
+        cls,
+        root: Path,
+        slice_folder: Path,
+        *,
+        node_name: str,
+        node_labels: Mapping[str, str] | None = None,
+        use_inotify: bool = True,
+        fault: Callable[[str], None] | None = None,
     ) -> ControlPlane:
         """The control plane on the claim store in `root` (`dra_claims.json`, read on a thread). Raises
-        ClaimStoreError when the file cannot be used."""
-        store_file = ClaimStoreFile(root)
+        ClaimStoreError when the file cannot be used. `fault` is the store's test-only write hook."""
+        store_file = ClaimStoreFile(root, fault=fault)
         store = await asyncio.to_thread(store_file.load)
-        return cls(store, store_file, slice_folder, node_name=node_name, use_inotify=use_inotify)
+        return cls(
+            store,
+            store_file,
+            slice_folder,
+            node_name=node_name,
+            node_labels=node_labels,
+            use_inotify=use_inotify,
+        )
 
     async def start(self) -> None:
         """Follow the ResourceSlice folder (every file there is deleted first: plugins publish again)."""
@@ -117,6 +141,7 @@ class ControlPlane:
         """A scan's DRA documents; pods waiting for their claims try again when they changed."""
         if documents is not self.documents:
             self.documents = documents
+            self._apply(device_status_pruned(self.store, documents))
             self.changed.fire()
 
     # --- extended resources ---
@@ -166,6 +191,7 @@ class ControlPlane:
             node_name=self.node_name,
             cache=cache,
             selectors=self.selectors,
+            node_labels=self.node_labels,
         )
         step = dra_step(pod, claims, routes or ExtendedRoutes(), self.store, context)
         self._apply(step.updates)
@@ -195,3 +221,31 @@ class ControlPlane:
         pods that left held is dropped (at start, and after each of the DRA manager's reconcile passes)."""
         if self._apply(reconcile_at_start(self.store, self.documents, known_pods, list(cache))):
             self.changed.fire()
+
+    # --- the claims' status, written by their drivers ---
+
+    async def put_device_status(
+        self, namespace: str, name: str, driver: str, body: object
+    ) -> ClaimDocument | StatusRefusal:
+        """`driver`'s update of the claim's `status.devices` (controlplane.device_status): the claim as it
+        is then, once on disk, or why it is refused."""
+        key = f"{namespace}/{name}"
+        outcome = device_status_update(
+            key, self.claims.claim(namespace, name), self.store.get(key), driver, body
+        )
+        if isinstance(outcome, StatusRefusal):
+            return outcome
+        written = self._apply({key: outcome})
+        # The answer is the claim as this update left it (whatever runs while the write waits).
+        claim = self.claims.claim(namespace, name)
+        if written:
+            try:
+                await self._saver.commit()
+            except Exception as err:
+                return StatusRefusal(
+                    "InternalError",
+                    f"cannot write {self._saver.path}: {err} — the status is kept in memory and written with "
+                    "the next change",
+                )
+        assert claim is not None  # the update was decided on it a moment ago, without a pause
+        return claim

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from kubedevice.checkpoint.dra_model import ClaimInfoState
-from kubedevice.controlplane.claim_store import ClaimRecord, ClaimStore, devices_in_use, effective_claim
+from kubedevice.controlplane.claim_store import ClaimRecord, ClaimStore, allocated_state, effective_claim
 from kubedevice.controlplane.extended import ExtendedRoutes, special_claim, special_claim_name
 from kubedevice.controlplane.reservation import ReservationError, check_room, reserve
 from kubedevice.controlplane.templates import (
@@ -53,6 +53,7 @@ from kubedevice.scheduler.allocator import (
     check_admin_access,
 )
 from kubedevice.scheduler.cel import CelSelectors
+from kubedevice.scheduler.explanation import RequestExplanation
 from kubedevice.scheduler.request import UNSCHEDULABLE
 
 __all__ = [
@@ -76,15 +77,19 @@ class DRAContext:
     cache: Sequence[ClaimInfoState] = ()
     #: The daemon's long-lived CEL selectors (their cache keeps searches cheap).
     selectors: CelSelectors | None = None
+    #: The node's labels, matched by node selectors (`kubernetes.io/hostname` among them).
+    node_labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class Waiting:
-    """Why a pod stays Pending: its status reason, message and (for a missing template) detail."""
+    """Why a pod stays Pending: its status reason, message and (for a missing template) detail; and, when
+    the search found nothing, per request what ruled the devices out (`Unschedulable.explanation`)."""
 
     reason: str
     message: str
     detail: str = ""
+    explanation: tuple[RequestExplanation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,18 +225,22 @@ class _Step:
         if not wanted:
             return None
         context = self.context
+        allocated = allocated_state(self.state, context.documents, context.cache)
         request = AllocationRequest(
             claims=tuple(ClaimToAllocate(c.meta.namespace, c.meta.name, c.spec) for _, c in wanted),
             classes=context.documents.classes,
             pools=context.pools,
-            in_use=devices_in_use(self.state, context.documents, context.cache),
+            in_use=allocated.in_use,
             namespaces=context.documents.namespaces,
             node_name=context.node_name,
+            node_labels=context.node_labels,
+            consumed_capacity=allocated.consumed_capacity,
+            taint_rules=tuple(context.documents.taint_rules.values()),
         )
         try:
             allocations = allocate(request, context.selectors)
         except Unschedulable as err:
-            return Waiting(UNSCHEDULABLE, err.message)
+            return Waiting(UNSCHEDULABLE, err.message, explanation=err.explanation)
         for (key, claim), allocation in zip(wanted, allocations, strict=True):
             record = self.record(key) or ClaimRecord(uid=claim.meta.uid)
             self.updates[key] = replace(record, allocation=allocation)

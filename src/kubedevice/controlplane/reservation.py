@@ -69,8 +69,9 @@ def reserve(
 
 def release_pod(state: ClaimStore, pod_uid: str) -> dict[str, ClaimRecord | None]:
     """The pod has been unprepared (or never got prepared and is gone): its reservations go. A claim the
-    daemon allocated is deallocated with its last reservation, and a record left holding nothing is
-    dropped (a generated claim's record stays until its pod is gone, see `pod_removed`)."""
+    daemon allocated is deallocated with its last reservation (its device statuses with it), and a record
+    left holding nothing is dropped (a generated claim's record stays until its pod is gone, see
+    `pod_removed`; a user-allocated claim's device statuses stay with its allocation)."""
     updates: dict[str, ClaimRecord | None] = {}
     for key, record in state.records.items():
         if not record.reserves(pod_uid):
@@ -78,7 +79,7 @@ def release_pod(state: ClaimStore, pod_uid: str) -> dict[str, ClaimRecord | None
         left = tuple(r for r in record.reserved_for if r.uid != pod_uid)
         allocation = record.allocation if left else None
         new = replace(record, reserved_for=left, allocation=allocation)
-        updates[key] = None if not new.generated and not left and new.allocation is None else new
+        updates[key] = None if new.empty else new
     return updates
 
 

@@ -26,6 +26,7 @@ from kubedevice.resource.document_file import (
 from kubedevice.resource.documents import check_kind
 from kubedevice.resource.fields import DocumentError
 from kubedevice.resource.model import ResourceSliceDocument
+from kubedevice.resource.node_labels import node_labels as node_labels_of
 from kubedevice.resource.slice_document import parse_slice
 from kubedevice.scheduler.pools import SliceReport, SliceScan, gather_pools
 from kubedevice.wording import failure_line
@@ -72,11 +73,15 @@ def _parse_documents(file: str, docs: list[Any]) -> SliceFile:
     return SliceFile(file, tuple(slices), tuple(errors))
 
 
-def gather_slices(files: Iterable[SliceFile], node_name: str) -> SliceScan:
+def gather_slices(
+    files: Iterable[SliceFile], node_name: str, node_labels: Mapping[str, str] | None = None
+) -> SliceScan:
     """The slices of `files` (taken in name order) that are this node's, gathered into pools; each
-    file's own errors are reported before those of its slices."""
+    file's own errors are reported before those of its slices. `node_labels` defaults to
+    `kubernetes.io/hostname=<node_name>` alone."""
     ordered = sorted(files, key=lambda f: f.file)
-    scan = gather_pools((s for f in ordered for s in f.slices), node_name)
+    labels = node_labels if node_labels is not None else node_labels_of(node_name)
+    scan = gather_pools((s for f in ordered for s in f.slices), node_name, labels)
     by_file: dict[str, list[SliceReport]] = {}
     for error in scan.errors:
         by_file.setdefault(error.file, []).append(error)
@@ -84,8 +89,9 @@ def gather_slices(files: Iterable[SliceFile], node_name: str) -> SliceScan:
     return replace(scan, errors=tuple(errors))
 
 
-def read_slices(folder: Path, node_name: str) -> SliceScan:
-    """Every slice file of `folder` (`.yaml`, `.yml`, `.json`, not hidden), read now. Blocking."""
+def read_slices(folder: Path, node_name: str, node_labels: Mapping[str, str] | None = None) -> SliceScan:
+    """Every slice file of `folder` (`.yaml`, `.yml`, `.json`, not hidden), read now, for node
+    `node_name` with `node_labels` (by default only `kubernetes.io/hostname`). Blocking."""
     try:
         names = sorted(
             n for n in os.listdir(folder) if not n.startswith(".") and n.endswith(MANIFEST_SUFFIXES)
@@ -115,4 +121,4 @@ def read_slices(folder: Path, node_name: str) -> SliceScan:
             )
             continue
         files.append(parse_slice_file(name, content))
-    return gather_slices(files, node_name)
+    return gather_slices(files, node_name, node_labels)

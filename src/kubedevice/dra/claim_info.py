@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from kubedevice.checkpoint.dra_codec import ClaimPiece, encode_claim_piece
@@ -86,6 +86,16 @@ class ClaimInfo:
                     continue
                 found.extend(device.cdi_device_ids or ())
         return found
+
+    def devices_serving(self, request: str) -> Iterator[tuple[str, DRADevice]]:
+        """(driver, device) of the devices serving `request` ("" is every request), drivers by name, as
+        the kubelet picks them for a container's health: a device without request names serves every
+        request, and a subrequest on either side (`gpu/large`) counts as its request (`gpu`)."""
+        base = request.split("/", 1)[0]
+        for driver in sorted(self.driver_state):
+            for device in self.driver_state[driver] or ():
+                if not request or not device.request_names or base in _base_requests(device):
+                    yield driver, device
 
     def to_state(self) -> ClaimInfoState:
         return ClaimInfoState(

@@ -59,18 +59,37 @@ def _message(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
 
 
-class HealthCache:
-    """driver -> (pool, device) -> the last report; staleness is applied when read."""
+#: Told the driver and the (pool, device) keys whose health an update changed.
+HealthChangeListener = Callable[[str, list[tuple[str, str]]], None]
 
-    def __init__(self, *, default_timeout: float = DRA_HEALTH_TIMEOUT_S, clock: Callable[[], float]) -> None:
+
+class HealthCache:
+    """driver -> (pool, device) -> the last report; staleness is applied when read. `on_change` hears of
+    every update that changed some device (the kubelet then notifies the pods using them)."""
+
+    def __init__(
+        self,
+        *,
+        default_timeout: float = DRA_HEALTH_TIMEOUT_S,
+        clock: Callable[[], float],
+        on_change: HealthChangeListener | None = None,
+    ) -> None:
         self._default_timeout = default_timeout
         self._clock = clock
+        self._on_change = on_change
         self._drivers: dict[str, dict[tuple[str, str], _Reported]] = {}
 
-    def update(self, driver: str, devices: Any) -> None:
-        """Apply one NodeWatchResourcesResponse's device list (v1 or v1alpha1 DeviceHealth messages)."""
+    def update(self, driver: str, devices: Any) -> list[tuple[str, str]]:
+        """Apply one NodeWatchResourcesResponse's device list (v1 or v1alpha1 DeviceHealth messages).
+
+        Returns the (pool, device) keys whose health changed, as the kubelet's `updateHealthInfo` finds
+        them: a device reported for the first time or with another health, message or timeout, and a
+        device missing from this list whose last report has timed out (it now reads Unknown).
+        """
         now = self._clock()
         known = self._drivers.setdefault(driver, {})
+        changed: list[tuple[str, str]] = []
+        reported: set[tuple[str, str]] = set()
         for d in devices:
             seconds = d.health_check_timeout_seconds
             if seconds < 0:
@@ -84,22 +103,47 @@ class HealthCache:
                     self._default_timeout,
                 )
             timeout = float(seconds) if seconds > 0 else self._default_timeout
-            known[(d.device.pool_name, d.device.device_name)] = _Reported(
-                _HEALTH_NAMES.get(d.health, UNKNOWN), _message(d.message), now, timeout
-            )
+            key = (d.device.pool_name, d.device.device_name)
+            new = _Reported(_HEALTH_NAMES.get(d.health, UNKNOWN), _message(d.message), now, timeout)
+            old = known.get(key)
+            if old is None or (old.health, old.message, old.timeout) != (new.health, new.message, timeout):
+                changed.append(key)
+            known[key] = new
+            reported.add(key)
+        for key, old in list(known.items()):
+            if key not in reported and old.health != UNKNOWN and now - old.last_seen > old.timeout:
+                # Recorded Unknown, so that the next list does not count it again.
+                known[key] = _Reported(UNKNOWN, "", old.last_seen, old.timeout)
+                changed.append(key)
+        if changed and self._on_change is not None:
+            try:
+                self._on_change(driver, changed)
+            except Exception:
+                log.exception("DRA health change listener failed")
+        return changed
 
     def clear(self, driver: str) -> None:
         self._drivers.pop(driver, None)
 
     def device_health(self, driver: str) -> dict[tuple[str, str], DeviceHealthInfo]:
         now = self._clock()
-        out: dict[tuple[str, str], DeviceHealthInfo] = {}
-        for key, r in self._drivers.get(driver, {}).items():
-            if now - r.last_seen > r.timeout:
-                out[key] = DeviceHealthInfo(UNKNOWN, "", r.last_seen)
-            else:
-                out[key] = DeviceHealthInfo(r.health, r.message, r.last_seen)
-        return out
+        return {key: _read(r, now) for key, r in self._drivers.get(driver, {}).items()}
+
+    def get(self, driver: str, pool: str, device: str) -> DeviceHealthInfo:
+        """One device's health now (the kubelet's `getHealthInfo`): Unknown when never reported."""
+        reported = self._drivers.get(driver, {}).get((pool, device))
+        return _read(reported, self._clock()) if reported is not None else NOT_REPORTED
+
+
+#: What a device no health stream has reported reads as.
+NOT_REPORTED = DeviceHealthInfo(UNKNOWN, "", 0.0)
+
+
+def _read(r: _Reported, now: float) -> DeviceHealthInfo:
+    """A report as read at `now`: Unknown, without its message, once its timeout has passed."""
+    if now - r.last_seen > r.timeout:
+        return DeviceHealthInfo(UNKNOWN, "", r.last_seen)
+    return DeviceHealthInfo(r.health, r.message, r.last_seen)
 
 
 class HealthStream:

@@ -24,7 +24,7 @@ from kubedevice.checkpoint import (
     DRACheckpointStore,
 )
 from kubedevice.checkpoint.dra_model import ClaimInfoState, DRACheckpointData
-from kubedevice.dra import container_claims, prepare, unprepare
+from kubedevice.dra import container_claims, prepare, resource_health, unprepare
 from kubedevice.dra.checkpointing import StateWriter
 from kubedevice.dra.claim_info import ClaimInfoCache
 from kubedevice.dra.container_claims import DynamicResource
@@ -39,9 +39,11 @@ from kubedevice.dra.health import DeviceHealthInfo
 from kubedevice.dra.metrics import DRAMetrics
 from kubedevice.dra.plugins import DRAPlugins, DriverStatus
 from kubedevice.dra.registration import DRARegistrationHandler
+from kubedevice.dra.resource_health import AllocatedResourceStatus
 from kubedevice.dra.state import DRAState
 from kubedevice.dra.types import ClaimSource, DRAContainer, DRAPod, DriverClaim
 from kubedevice.tasks import cancel_and_wait
+from kubedevice.wording import listed
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -88,6 +90,7 @@ class DRAManager:
             wipe_delay=wipe_delay,
             on_wipe=on_wipe,
             on_registered=self._driver_registered,
+            on_health_change=self._health_changed,
         )
         self._state = DRAState(cache, plugins, claims, StateWriter(self._store, cache.pieces))
         self._plugin_handler = DRARegistrationHandler(plugins)
@@ -245,6 +248,21 @@ class DRAManager:
     def device_health(self, driver: str) -> dict[tuple[str, str], DeviceHealthInfo]:
         """(pool, device) -> the health `driver`'s health stream reported (Unknown once stale)."""
         return self._state.plugins.device_health(driver)
+
+    def allocated_resources_status(
+        self, pod: DRAPod, container: DRAContainer
+    ) -> list[AllocatedResourceStatus]:
+        """The container's `allocatedResourcesStatus` entries from its claims: each claimed device and its
+        health now (the kubelet's UpdateAllocatedResourcesStatus)."""
+        health_of = self._state.plugins.health_of
+        return resource_health.allocated_resources_status(self._state.cache, health_of, pod, container)
+
+    def _health_changed(self, driver: str, devices: list[tuple[str, str]]) -> None:
+        # The kubelet then updates these pods' status; ours is computed when asked, so this is the trace.
+        pods = resource_health.pods_using(self._state.cache, driver, devices)
+        if pods:
+            shown = listed([f"{pool}/{device}" for pool, device in devices])
+            log.info("DRA driver %s: health of %s changed, for pods %s", driver, shown, listed(pods))
 
     @property
     def checkpoint_writes(self) -> tuple[int, float]:

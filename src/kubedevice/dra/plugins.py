@@ -23,7 +23,7 @@ from kubedevice.api.constants import (
 )
 from kubedevice.dra.client import DRAPluginClient
 from kubedevice.dra.errors import DRARegistrationError, DriverLookupError
-from kubedevice.dra.health import DeviceHealthInfo, HealthCache, HealthStream
+from kubedevice.dra.health import DeviceHealthInfo, HealthCache, HealthChangeListener, HealthStream
 from kubedevice.dra.metrics import DRAMetrics
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,7 @@ class DRAPlugins:
         on_registered: Callable[[str], None] | None = None,
         health_timeout: float = DRA_HEALTH_TIMEOUT_S,
         health_retry: float = DRA_HEALTH_RETRY_S,
+        on_health_change: HealthChangeListener | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.metrics = metrics
@@ -74,7 +75,7 @@ class DRAPlugins:
         self._on_wipe = on_wipe
         self._on_registered = on_registered
         self._health_retry = health_retry
-        self._health = HealthCache(default_timeout=health_timeout, clock=clock)
+        self._health = HealthCache(default_timeout=health_timeout, clock=clock, on_change=on_health_change)
         self._store: dict[str, list[_Endpoint]] = {}
         self._wipes: dict[str, asyncio.TimerHandle] = {}
         #: Drivers that had a connected endpoint since this store started or their slices were last wiped:
@@ -174,6 +175,10 @@ class DRAPlugins:
     def device_health(self, driver: str) -> dict[tuple[str, str], DeviceHealthInfo]:
         """(pool, device) -> health of every device `driver` reported, Unknown once its report is stale."""
         return self._health.device_health(driver)
+
+    def health_of(self, driver: str, pool: str, device: str) -> DeviceHealthInfo:
+        """One device's health now; Unknown when its driver never reported it or the report is stale."""
+        return self._health.get(driver, pool, device)
 
     async def stop(self) -> None:
         """Close every endpoint and cancel every pending wipe. Idempotent."""

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from kubedevice.api.constants import DRA_HEALTH_SERVICES, DRA_SUPPORTED_SERVICES
 from kubedevice.dra.errors import DRARegistrationError
 from kubedevice.dra.plugins import DRAPlugins
+from kubedevice.wording import go_quote, go_quote_list
 
 #: The longest unix socket path Linux accepts (sun_path is 108 bytes with the terminating NUL).
 MAX_UNIX_SOCKET_PATH = 107
@@ -26,35 +27,6 @@ _DNS1123_SUBDOMAIN_TEXT = (
     "must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
     f"'{_DNS1123_SUBDOMAIN.pattern}')"
 )
-
-
-def go_quote(text: str) -> str:
-    """Go's `%q` of one string (strconv.Quote)."""
-    out = ['"']
-    for ch in text:
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif ch in "\a\b\f\n\r\t\v":
-            out.append(
-                {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}[
-                    ch
-                ]
-            )
-        elif ch.isprintable():
-            out.append(ch)
-        elif ord(ch) < 0x80:
-            out.append(f"\\x{ord(ch):02x}")
-        elif ord(ch) <= 0xFFFF:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(f"\\U{ord(ch):08x}")
-    out.append('"')
-    return "".join(out)
-
-
-def go_quote_list(items: Sequence[str]) -> str:
-    """Go's `%q` of a string slice: `["a" "b"]`."""
-    return "[" + " ".join(go_quote(i) for i in items) + "]"
 
 
 def check_driver_name(name: str) -> None:

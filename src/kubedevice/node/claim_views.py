@@ -11,8 +11,10 @@ from kubedevice.controlplane.plane import ControlPlane
 from kubedevice.controlplane.slice_folder import SliceFolder
 from kubedevice.dra import DRAError, DRAManager
 from kubedevice.dra.claim_names import resolve
+from kubedevice.dra.resource_health import ResourceHealth
 from kubedevice.node.pods import PodRecord
 from kubedevice.resource.claim_json import claim_json, consumer_json
+from kubedevice.resource.device_status import device_statuses_json
 from kubedevice.statusapi.contract import node_answer, prepared_state
 
 #: namespace/name -> (the cache entry, prepared in this run)
@@ -43,7 +45,8 @@ def _devices(state: ClaimInfoState) -> list[dict[str, Any]]:
 def claims_view(control: ControlPlane, dra: DRAManager, records: Iterable[PodRecord]) -> dict[str, Any]:
     """`/claims`: every claim (documents and generated ones) and every claim the DRA manager still holds
     (its document may be gone), sorted by namespace/name: allocation and who made it, reservation and who
-    wrote it, the cache entry's pods, devices and CDI IDs, whether it was prepared in this run."""
+    wrote it, the drivers' device status, the cache entry's pods, devices and CDI IDs, whether it was
+    prepared in this run."""
     infos = claim_infos(dra)
     names = {r.uid: f"{r.pod.namespace}/{r.pod.name}" for r in records}
     claims = {c.meta.key: c for c in control.claims.claims()}
@@ -75,6 +78,8 @@ def claims_view(control: ControlPlane, dra: DRAManager, records: Iterable[PodRec
             ),
             "reservedFor": [consumer_json(r) for r in claim.reserved_for or ()] if claim is not None else [],
             "reservedBy": _by(claim is not None, written is not None and written.reserved_for is not None),
+            # The claim's `status.devices`, as its drivers wrote them (PUT .../status).
+            "statusDevices": device_statuses_json(claim.device_status) if claim is not None else [],
             # The cache entry: the pods it lists, its devices; `prepared` says it was prepared in this run
             # of the daemon (an entry restored from the checkpoint is not, though its pods run).
             "cached": state is not None,
@@ -111,10 +116,15 @@ def slices_view(folder: SliceFolder) -> dict[str, Any]:
 
 
 def node_dra_view(
-    node_name: str, dra: DRAManager, folder: SliceFolder, warnings: list[str] | None = None
+    node_name: str,
+    dra: DRAManager,
+    folder: SliceFolder,
+    warnings: list[str] | None = None,
+    node_labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """What `/node` adds: the node's name, the registered DRA drivers and their slices' devices, and the
-    `warnings` of extended resources offered both by a device plugin and by a DeviceClass."""
+    """What `/node` adds: the node's name and labels, the registered DRA drivers and their slices'
+    devices, and the `warnings` of extended resources offered both by a device plugin and by a
+    DeviceClass."""
     devices = folder.devices_by_driver()
     drivers: dict[str, Any] = {}
     for status in dra.drivers():
@@ -134,7 +144,7 @@ def node_dra_view(
     # Slices of drivers that are not registered stay usable by the allocator: shown too.
     unregistered = {d: {"devices": v} for d, v in sorted(devices.items()) if d not in drivers}
     return {
-        **node_answer(node_name),
+        **node_answer(node_name, node_labels),
         "draDrivers": drivers,
         "unregisteredSliceDrivers": unregistered,
         "extendedResourceWarnings": list(warnings or ()),
@@ -190,10 +200,34 @@ def container_claims_view(dra: DRAManager, record: PodRecord, container: str) ->
         out.append(
             {
                 "claim": state.key,
-                "devices": [{k: d[k] for k in ("driver", "pool", "device")} for d in devices],
+                "devices": [
+                    {k: d[k] for k in ("driver", "pool", "device", "shareID") if k in d} for d in devices
+                ],
                 "cdiDevices": list(dict.fromkeys(cdi for d in devices for cdi in d["cdiDevices"])),
             }
         )
+    return out
+
+
+def container_health_view(dra: DRAManager, record: PodRecord, container: str) -> list[dict[str, Any]]:
+    """The container's `allocatedResourcesStatus` entries of its claims (core/v1's field names; `message`
+    only when the driver gave one, as the API leaves it out)."""
+    if not record.has_claims:
+        return []
+    pod = record.dra_pod
+    c = pod.container(container)
+    if c is None:
+        return []
+    return [
+        {"name": status.name, "resources": [_health_json(r) for r in status.resources]}
+        for status in dra.allocated_resources_status(pod, c)
+    ]
+
+
+def _health_json(r: ResourceHealth) -> dict[str, Any]:
+    out = {"resourceID": r.resource_id, "health": r.health}
+    if r.message:
+        out["message"] = r.message
     return out
 
 
@@ -266,6 +300,9 @@ class DRAPodView:
 
     def extended_claim(self, record: PodRecord) -> dict[str, Any] | None:
         return extended_claim_view(record)
+
+    def allocated_resources_status(self, record: PodRecord, container: str) -> list[dict[str, Any]]:
+        return container_health_view(self._dra, record, container)
 
     def status(self, record: PodRecord) -> dict[str, Any]:
         return pod_status_view(record)

@@ -21,11 +21,13 @@ from kubedevice.api.constants import (
     PRE_START_CONTAINER_TIMEOUT_S,
 )
 from kubedevice.checkpoint import WRITE_STAGES
+from kubedevice.resource.node_labels import node_labels
 from kubedevice.statusapi.paths import NodePaths
 from kubedevice.topology import TopologyConfig
 
 __all__ = [
     "CHECKPOINT_FAULT_ENV",
+    "CLAIM_STATE_FAULT_ENV",
     "DRA_CHECKPOINT_FAULT_ENV",
     "DRA_STATE_RECOVERIES",
     "DRAStateRecovery",
@@ -44,6 +46,8 @@ DRA_STATE_RECOVERIES: tuple[DRAStateRecovery, ...] = ("refuse", "move-aside")
 CHECKPOINT_FAULT_ENV = "KUBEDEVICE_TEST_CHECKPOINT_FAULT"
 #: The same for the DRA manager's checkpoint (dra_manager_state).
 DRA_CHECKPOINT_FAULT_ENV = "KUBEDEVICE_TEST_DRA_CHECKPOINT_FAULT"
+#: The same for the control plane's claim store (dra_claims.json).
+CLAIM_STATE_FAULT_ENV = "KUBEDEVICE_TEST_CLAIM_STATE_FAULT"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +79,8 @@ class NodeConfig:
     numa_nodes: int | None = None
     #: The node's name: the `spec.nodeName` DRA plugins publish their ResourceSlices for.
     node_name: str = field(default_factory=lambda: socket.gethostname().strip().lower())
+    #: `--node-labels`: the node's labels besides `kubernetes.io/hostname` (which one given here replaces).
+    node_labels: Mapping[str, str] = field(default_factory=dict)
     #: What an unreadable DRA checkpoint does at start: refuse the start, or move the file aside.
     dra_state_recovery: DRAStateRecovery = "refuse"
     #: How often the DRA manager unprepares the claims of pods that are gone (the kubelet's 60 s).
@@ -83,6 +89,12 @@ class NodeConfig:
     dra_wipe_delay: float = DRA_WIPE_DELAY_S
     #: How often a pod waiting for its claims tries again when nothing relevant changed.
     dra_retry_period: float = 10.0
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The node's labels, matched by the node selectors of ResourceSlices: `kubernetes.io/hostname`
+        set to the node's name, then `node_labels`."""
+        return node_labels(self.node_name, self.node_labels)
 
 
 class NodeStartError(Exception):

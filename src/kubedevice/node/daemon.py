@@ -254,7 +254,7 @@ class NodeDaemon:
             lambda: self.bad_files,
             self.registry,
         )
-        self._status = StatusServer(api.routes(), api.prefixes())
+        self._status = StatusServer(api.routes(), api.prefixes(), api.puts())
         try:
             await self._status.start(paths.status_socket, self.config.http_addr)
         except OSError as err:

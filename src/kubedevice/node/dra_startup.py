@@ -16,6 +16,7 @@ from kubedevice.dra import DRACheckpointError, DRAManager, DynamicResource
 from kubedevice.manager import Pod
 from kubedevice.node.checkpoint_guard import REFUSED_HINT
 from kubedevice.node.config import (
+    CLAIM_STATE_FAULT_ENV,
     DRA_CHECKPOINT_FAULT_ENV,
     NodeConfig,
     NodePaths,
@@ -55,11 +56,17 @@ async def start_dra(
     """The started DRA parts; raises NodeStartError with one line when one of them cannot start."""
     try:
         fault = checkpoint_fault_from_env(os.environ, DRA_CHECKPOINT_FAULT_ENV)
+        store_fault = checkpoint_fault_from_env(os.environ, CLAIM_STATE_FAULT_ENV)
     except ValueError as err:
         raise NodeStartError(str(err)) from None
     try:
         control = await ControlPlane.load(
-            paths.root, paths.resourceslices, node_name=config.node_name, use_inotify=config.use_inotify
+            paths.root,
+            paths.resourceslices,
+            node_name=config.node_name,
+            node_labels=config.labels,
+            use_inotify=config.use_inotify,
+            fault=store_fault,
         )
     except ClaimStoreError as err:
         raise NodeStartError(str(err)) from None

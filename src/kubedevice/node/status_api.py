@@ -1,5 +1,5 @@
 """The status API's routes over the started daemon's parts: `/node`, `/pods`, `/claims`,
-`/claims/<ns>/<name>`, `/resourceslices`, `/metrics`, `/healthz`.
+`/claims/<ns>/<name>` (and its `/status`, which a driver PUTs), `/resourceslices`, `/metrics`, `/healthz`.
 
 The views are imported on the first request: the daemon serves its sockets without them.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kubedevice.statusapi import contract
-from kubedevice.statusapi.http import Handler, PrefixHandler, Response
+from kubedevice.statusapi.http import Handler, PrefixHandler, PutHandler, PutRequest, Response
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -51,13 +51,23 @@ class StatusAPI:
     def prefixes(self) -> dict[str, PrefixHandler]:
         return {contract.CLAIM_PREFIX: self._claim}
 
+    def puts(self) -> dict[str, PutHandler]:
+        return {contract.CLAIM_PREFIX: self._put_claim_status}
+
+    async def _put_claim_status(self, request: PutRequest) -> Response:
+        from kubedevice.node.claim_status import put_claim_status
+
+        return await put_claim_status(self.control, request)
+
     def _node(self) -> Response:
         from kubedevice.node import views
         from kubedevice.node.claim_views import node_dra_view
 
         view = views.node_view(self.manager, self.checkpoint, self.topology, self.scope)
         warnings = self.control.coexistence_warnings(view["resources"])
-        view.update(node_dra_view(self.node_name, self.dra, self.control.slices, warnings))
+        view.update(
+            node_dra_view(self.node_name, self.dra, self.control.slices, warnings, self.control.node_labels)
+        )
         return Response.json(view)
 
     def _pods(self) -> Response:

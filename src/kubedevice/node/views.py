@@ -89,6 +89,8 @@ class PodClaimsView(Protocol):
 
     def extended_claim(self, record: PodRecord) -> dict[str, Any] | None: ...
 
+    def allocated_resources_status(self, record: PodRecord, container: str) -> list[dict[str, Any]]: ...
+
     def status(self, record: PodRecord) -> dict[str, Any]: ...
 
 
@@ -101,9 +103,9 @@ def pod_view(
     pod = record.pod
     hints = topology.pod_hints(pod.uid)
     containers: list[dict[str, Any]] = []
+    app = {c.name for c in pod.containers}
     for c in [*pod.init_containers, *pod.containers]:
         devices = manager.get_devices(pod.uid, c.name) or {}
-        health = manager.allocated_resources_status(pod.uid, c.name)
         options = run_options_view(record.run_options.get(c.name))
         containers.append(
             {
@@ -114,13 +116,10 @@ def pod_view(
                 # DRA's CDI IDs first, then the device plugins' (what the runtime would be given).
                 "cdiDevices": options["cdiDevices"],
                 "claims": claims.container_claims(record, c.name) if claims is not None else [],
-                "allocatedResourcesStatus": [
-                    {
-                        "name": resource,
-                        "resources": [{"resourceID": d, "health": h} for d, h in sorted(per_device.items())],
-                    }
-                    for resource, per_device in sorted(health.items())
-                ],
+                # As the kubelet fills `containerStatuses`: an init container's stays empty.
+                "allocatedResourcesStatus": (
+                    allocated_resources_status(manager, record, c.name, claims) if c.name in app else []
+                ),
             }
         )
     return {
@@ -136,6 +135,9 @@ def pod_view(
         # The daemon's own why of a refusal, and what a pod runs without: beyond the kubelet's status.
         "detail": record.detail,
         "warnings": list(record.warnings),
+        # Why a Pending pod's claims could not be allocated, per request (null when that is not why it
+        # waits): beyond the scheduler's message, which devices each rule ruled out.
+        "waiting": waiting_view(record),
         "resourceClaims": claims.pod_claims(record) if claims is not None else [],
         # The special claim of the extended resources DRA meets, as `status.extendedResourceClaimStatus`.
         "extendedResourceClaimStatus": claims.extended_claim(record) if claims is not None else None,
@@ -144,6 +146,29 @@ def pod_view(
         "status": claims.status(record) if claims is not None else {},
         "containers": containers,
     }
+
+
+def waiting_view(record: PodRecord) -> dict[str, Any] | None:
+    """`{"reason": ..., "requests": [RequestExplanation.to_json(), ...]}` while the pod is Pending
+    because the search found nothing; None otherwise."""
+    if record.phase != "Pending" or not record.explanation:
+        return None
+    return {"reason": record.reason, "requests": [e.to_json() for e in record.explanation]}
+
+
+def allocated_resources_status(
+    manager: DeviceManager, record: PodRecord, container: str, claims: PodClaimsView | None
+) -> list[dict[str, Any]]:
+    """A container's `allocatedResourcesStatus` as the kubelet fills it (KEP-4680): the device manager's
+    entries, one per resource with each device ID, then the DRA manager's, one per claim it uses."""
+    health = manager.allocated_resources_status(record.uid, container)
+    entries = [
+        {"name": resource, "resources": [{"resourceID": d, "health": h} for d, h in sorted(devices.items())]}
+        for resource, devices in sorted(health.items())
+    ]
+    if claims is not None:
+        entries.extend(claims.allocated_resources_status(record, container))
+    return entries
 
 
 def pods_view(

@@ -137,7 +137,9 @@ class DevicePlugin:
         """Optional (DRA face): set up an allocated claim's devices; return one PreparedDevice per device.
 
         `claim` holds this driver's results only, each mapped back to its `Device.id`. Not overridden,
-        the SDK prepares with `allocate()`, once per request of the claim, and writes the claim's CDI spec.
+        the SDK prepares with `allocate()`, once per request of the claim, and writes the claim's CDI spec;
+        there a result with a share ID (one share of a device) gets a CDI device of its own, setting
+        `KUBEDEVICE_SHARE_<DEVICE>=<shareID>`, so two claims sharing a device never share a CDI device.
         An exception fails this claim only, with `str(exc)` as its error.
         """
         raise NotImplementedError

@@ -1,12 +1,15 @@
 """A claim in the `resource.k8s.io/v1` JSON shape an API server returns: what `GET /claims/<ns>/<name>`
-answers (the SDK's standalone backend reads it) and what `/claims` lists."""
+answers (the SDK's standalone backend reads it), with the drivers' `status.devices`, and what `/claims`
+lists."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
+from kubedevice.resource.capacity import CapacityRequirements
+from kubedevice.resource.device_status import device_statuses_json
 from kubedevice.resource.model import ClaimDocument, ConsumerReference, ResourceClaimSpec
+from kubedevice.resource.taints import DeviceToleration
 
 API_VERSION = "resource.k8s.io/v1"
 
@@ -34,6 +37,8 @@ def claim_json(claim: ClaimDocument) -> dict[str, Any]:
         status["allocation"] = claim.allocation.to_json()
     if claim.reserved_for:
         status["reservedFor"] = [consumer_json(r) for r in claim.reserved_for]
+    if claim.device_status:
+        status["devices"] = device_statuses_json(claim.device_status)
     return {
         "apiVersion": API_VERSION,
         "kind": "ResourceClaim",
@@ -60,7 +65,7 @@ def spec_json(spec: ResourceClaimSpec) -> dict[str, Any]:
             exactly = _device_selection(e.device_class_name, e.selectors, e.allocation_mode, e.count)
             if e.admin_access:
                 exactly["adminAccess"] = True
-            _left_out(exactly, e.tolerations, e.capacity)
+            _tolerations_and_capacity(exactly, e.tolerations, e.capacity)
             entry["exactly"] = exactly
         if r.first_available:
             subs = []
@@ -69,7 +74,7 @@ def spec_json(spec: ResourceClaimSpec) -> dict[str, Any]:
                     "name": s.name,
                     **_device_selection(s.device_class_name, s.selectors, s.allocation_mode, s.count),
                 }
-                _left_out(sub, s.tolerations, s.capacity)
+                _tolerations_and_capacity(sub, s.tolerations, s.capacity)
                 subs.append(sub)
             entry["firstAvailable"] = subs
         requests.append(entry)
@@ -108,10 +113,10 @@ def _device_selection(device_class: str, selectors: tuple[str, ...], mode: str, 
     return out
 
 
-def _left_out(
-    out: dict[str, Any], tolerations: tuple[Mapping[str, Any], ...], capacity: Mapping[str, Any] | None
+def _tolerations_and_capacity(
+    out: dict[str, Any], tolerations: tuple[DeviceToleration, ...], capacity: CapacityRequirements | None
 ) -> None:
     if tolerations:
-        out["tolerations"] = [dict(t) for t in tolerations]
+        out["tolerations"] = [t.to_json() for t in tolerations]
     if capacity is not None:
-        out["capacity"] = dict(capacity)
+        out["capacity"] = capacity.to_json()

@@ -2,8 +2,7 @@
 
 v1 and v1beta2 write a request as `{name, exactly: {...}}` or `{name, firstAvailable: [...]}`; v1beta1
 writes the exact request's fields on the request itself. Each version is read in place (not rewritten
-first), so an error names the field as the user wrote it. Left-out features (tolerations, consumable
-capacity) are recorded on the spec, not refused: the allocator names them when the claim needs devices.
+first), so an error names the field as the user wrote it.
 """
 
 from __future__ import annotations
@@ -11,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kubedevice.resource.capacity import CapacityRequirements
+from kubedevice.resource.capacity_reader import read_capacity_requirements
 from kubedevice.resource.fields import Fields, is_qualified_attribute
 from kubedevice.resource.model import (
     AllocationMode,
@@ -24,6 +25,8 @@ from kubedevice.resource.model import (
     SelectorCompileError,
     SelectorCompiler,
 )
+from kubedevice.resource.taint_reader import read_tolerations
+from kubedevice.resource.taints import DeviceToleration
 
 #: The API's limits (resource.k8s.io): requests and constraints per claim, selectors per request,
 #: subrequests per request, configuration entries per claim or class.
@@ -32,8 +35,6 @@ MAX_CONSTRAINTS = 32
 MAX_SELECTORS = 32
 MAX_SUBREQUESTS = 8
 MAX_CONFIGS = 32
-TAINTS = "device taints and tolerations"
-CONSUMABLE_CAPACITY = "consumable capacity"
 _MODES: tuple[AllocationMode, ...] = ("ExactCount", "All")
 
 
@@ -64,7 +65,7 @@ class SpecReader:
             self._constraint(c, f"{at}.constraints[{i}]", known) for i, c in enumerate(raw_constraints)
         )
         config = self.configs(devices.get("config"), f"{at}.config", known)
-        return ResourceClaimSpec(requests, constraints, config, _unsupported(requests, constraints))
+        return ResourceClaimSpec(requests, constraints, config)
 
     def selectors(self, value: Any, path: str) -> tuple[str, ...]:
         out: list[str] = []
@@ -173,11 +174,11 @@ class SpecReader:
             raise self.f.error(f"{path}.count", f"must be at least 1, not {count}")
         return "ExactCount", count
 
-    def _tolerations(self, value: Any, path: str) -> tuple[Mapping[str, Any], ...]:
-        return tuple(self.f.mapping(t, f"{path}[{i}]") for i, t in enumerate(self.f.items(value, path)))
+    def _tolerations(self, value: Any, path: str) -> tuple[DeviceToleration, ...]:
+        return read_tolerations(self.f, value, path)
 
-    def _capacity(self, value: Any, path: str) -> Mapping[str, Any] | None:
-        return None if value is None else self.f.mapping(value, path)
+    def _capacity(self, value: Any, path: str) -> CapacityRequirements | None:
+        return None if value is None else read_capacity_requirements(self.f, value, path)
 
     def _constraint(self, raw: Any, path: str, known: frozenset[str]) -> DeviceConstraint:
         constraint = self.f.mapping(raw, path)
@@ -209,20 +210,3 @@ def _request_names(requests: tuple[DeviceRequest, ...]) -> frozenset[str]:
     names = {r.name for r in requests}
     names.update(f"{r.name}/{s.name}" for r in requests for s in r.first_available)
     return frozenset(names)
-
-
-def _unsupported(
-    requests: tuple[DeviceRequest, ...], constraints: tuple[DeviceConstraint, ...]
-) -> str | None:
-    for r in requests:
-        parts: list[ExactDeviceRequest | DeviceSubRequest] = (
-            [r.exactly] if r.exactly else list(r.first_available)
-        )
-        for part in parts:
-            if part.tolerations:
-                return TAINTS
-            if part.capacity is not None:
-                return CONSUMABLE_CAPACITY
-    if any(c.distinct_attribute is not None for c in constraints):
-        return CONSUMABLE_CAPACITY
-    return None

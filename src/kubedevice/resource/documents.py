@@ -1,4 +1,5 @@
-"""The manifest folder's DRA documents: Namespace, ResourceClaim, ResourceClaimTemplate and DeviceClass;
+"""The manifest folder's DRA documents: Namespace, ResourceClaim, ResourceClaimTemplate, DeviceClass and
+DeviceTaintRule;
 `read_document` reads those and a ResourceSlice alike (what a caller of the scheduler library holds).
 
 Every supported version (`resource.k8s.io/v1`, `v1beta2`, `v1beta1`) is read into the v1 shapes of
@@ -12,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kubedevice.resource.capacity_reader import read_consumed_capacity
 from kubedevice.resource.claim_spec import SpecReader
-from kubedevice.resource.fields import DocumentError, Fields, check_text
+from kubedevice.resource.fields import DocumentError, Fields, check_text, shown
 from kubedevice.resource.identity import document_uid
 from kubedevice.resource.model import (
     AllocationResult,
@@ -23,13 +25,17 @@ from kubedevice.resource.model import (
     DeviceAllocationConfiguration,
     DeviceClassDocument,
     DeviceRequestAllocationResult,
+    DeviceTaintRuleDocument,
     NamespaceDocument,
     ObjectMeta,
     ResourceSliceDocument,
     SelectorCompiler,
 )
-from kubedevice.resource.names import is_extended_resource_name
+from kubedevice.resource.names import is_extended_resource_name, is_uuid
+from kubedevice.resource.node_selector import NODE_NAME_FIELD, NodeSelector
+from kubedevice.resource.node_selector_reader import read_node_selector
 from kubedevice.resource.slice_document import parse_slice
+from kubedevice.resource.taint_reader import read_taint_rule, read_tolerations
 
 __all__ = [
     "DRA_GROUP",
@@ -45,14 +51,19 @@ __all__ = [
 DRA_GROUP = "resource.k8s.io"
 DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")
 #: Kinds of the `resource.k8s.io` group a manifest may hold, and the cluster-scoped ones among all kinds.
-DRA_KINDS = ("ResourceClaim", "ResourceClaimTemplate", "DeviceClass")
+DRA_KINDS = ("ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "DeviceTaintRule")
 CORE_KINDS = ("Pod", "Namespace")
 SUPPORTED_KINDS = (*CORE_KINDS, *DRA_KINDS)
-_CLUSTER_SCOPED = ("Namespace", "DeviceClass")
+_CLUSTER_SCOPED = ("Namespace", "DeviceClass", "DeviceTaintRule")
+#: Kinds served in other versions than DRA_VERSIONS (DeviceTaintRule: v1 since 1.37, before it v1beta2
+#: and v1alpha3; never v1beta1).
+_KIND_VERSIONS = {"DeviceTaintRule": ("v1", "v1beta2", "v1alpha3")}
 #: What `read_document` reads: every kind the scheduler's inputs come in.
 _READABLE_KINDS = ("Namespace", *DRA_KINDS, "ResourceSlice")
 
-DRADocument = NamespaceDocument | ClaimDocument | ClaimTemplateDocument | DeviceClassDocument
+DRADocument = (
+    NamespaceDocument | ClaimDocument | ClaimTemplateDocument | DeviceClassDocument | DeviceTaintRuleDocument
+)
 
 
 def check_kind(doc: object, kinds: tuple[str, ...] = SUPPORTED_KINDS) -> tuple[str, str]:
@@ -81,10 +92,11 @@ def check_kind(doc: object, kinds: tuple[str, ...] = SUPPORTED_KINDS) -> tuple[s
             )
         return kind, "v1"
     group, _, version = shown.partition("/")
-    if group != DRA_GROUP or version not in DRA_VERSIONS:
+    versions = _KIND_VERSIONS.get(kind, DRA_VERSIONS)
+    if group != DRA_GROUP or version not in versions:
+        listed = f"{DRA_GROUP}/{versions[0]}, {', '.join(versions[1:-1])} or {versions[-1]}"
         raise DocumentError(
-            f'kind {kind}: apiVersion "{shown}" is not supported (use {DRA_GROUP}/v1, v1beta2 or v1beta1)',
-            anonymous=True,
+            f'kind {kind}: apiVersion "{shown}" is not supported (use {listed})', anonymous=True
         )
     return kind, version
 
@@ -92,7 +104,8 @@ def check_kind(doc: object, kinds: tuple[str, ...] = SUPPORTED_KINDS) -> tuple[s
 def parse_dra_document(
     doc: Mapping[str, Any], kind: str, version: str, source: str, compiler: SelectorCompiler | None
 ) -> DRADocument:
-    """One checked document of kind Namespace, ResourceClaim, ResourceClaimTemplate or DeviceClass.
+    """One checked document of kind Namespace, ResourceClaim, ResourceClaimTemplate, DeviceClass or
+    DeviceTaintRule.
 
     `source` is the file's path relative to the manifest folder: it is part of the default UID.
     """
@@ -103,6 +116,8 @@ def parse_dra_document(
     if kind == "Namespace":
         return NamespaceDocument(meta)
     spec = f.mapping(doc.get("spec"), "spec")
+    if kind == "DeviceTaintRule":
+        return read_taint_rule(f, meta, spec)
     if kind == "ResourceClaim":
         claim_spec = reader.claim_spec(spec, "spec")
         status = f.mapping(doc.get("status"), "status")
@@ -137,9 +152,9 @@ def read_document(
     doc: Any, source: str = "", compiler: SelectorCompiler | None = None
 ) -> DRADocument | ResourceSliceDocument:
     """One decoded document (`document_file.load_documents` gives them) of kind Namespace, ResourceClaim,
-    ResourceClaimTemplate, DeviceClass or ResourceSlice, in any supported version, checked; DocumentError
-    with the user's text otherwise. `source` names where it was read (part of the default UID);
-    `compiler` checks CEL selectors (None: not checked)."""
+    ResourceClaimTemplate, DeviceClass, DeviceTaintRule or ResourceSlice, in any supported version,
+    checked; DocumentError with the user's text otherwise. `source` names where it was read (part of the
+    default UID); `compiler` checks CEL selectors (None: not checked)."""
     kind, version = check_kind(doc, _READABLE_KINDS)
     if kind == "ResourceSlice":
         return parse_slice(doc, version, source)
@@ -201,7 +216,15 @@ def _allocation(f: Fields, reader: SpecReader, value: Any, path: str) -> Allocat
                 pool=f.string(r.get("pool"), f"{at}.pool", required=True),
                 device=f.string(r.get("device"), f"{at}.device", required=True),
                 admin_access=None if admin is None else f.boolean(admin, f"{at}.adminAccess"),
-                share_id=None if share is None else f.string(share, f"{at}.shareID"),
+                share_id=None if share is None else _share_id(f, share, f"{at}.shareID"),
+                consumed_capacity=read_consumed_capacity(
+                    f, r.get("consumedCapacity"), f"{at}.consumedCapacity"
+                ),
+                tolerations=read_tolerations(f, r.get("tolerations"), f"{at}.tolerations"),
+                binding_conditions=_strings(f, r.get("bindingConditions"), f"{at}.bindingConditions"),
+                binding_failure_conditions=_strings(
+                    f, r.get("bindingFailureConditions"), f"{at}.bindingFailureConditions"
+                ),
             )
         )
     config: list[DeviceAllocationConfiguration] = []
@@ -222,20 +245,39 @@ def _allocation(f: Fields, reader: SpecReader, value: Any, path: str) -> Allocat
                 reader.opaque(c.get("opaque"), f"{at}.opaque"),
             )
         )
-    return AllocationResult(tuple(results), tuple(config), _node_name(allocation.get("nodeSelector")))
+    selector = allocation.get("nodeSelector")
+    if selector is None:
+        return AllocationResult(tuple(results), tuple(config))
+    node_selector = read_node_selector(f, selector, f"{path}.nodeSelector", one_term=False)
+    node_name = _node_name(node_selector)
+    return AllocationResult(tuple(results), tuple(config), node_name, None if node_name else node_selector)
 
 
-def _node_name(selector: Any) -> str:
-    """The node an allocation's `nodeSelector` names by `metadata.name`, as the daemon writes it; "" else."""
-    try:
-        [term] = selector["nodeSelectorTerms"]
-        [field] = term["matchFields"]
-        if field["key"] == "metadata.name" and field["operator"] == "In":
-            [name] = field["values"]
-            return name if isinstance(name, str) else ""
-    except (KeyError, TypeError, ValueError):
-        pass
+def _share_id(f: Fields, value: Any, path: str) -> str:
+    """A share of a device is named by a UUID, as the API validates it (the CDI device of the share is
+    named after it)."""
+    text = f.string(value, path)
+    if not is_uuid(text):
+        raise f.error(path, f"must be a lowercase UUID (8-4-4-4-12 hex digits), not {shown(text)}")
+    return text
+
+
+def _node_name(selector: NodeSelector) -> str:
+    """The node an allocation's `nodeSelector` names alone (`metadata.name In [<node>]`), as the scheduler
+    writes it for a device of one node; "" for any other selector."""
+    if len(selector.terms) != 1:
+        return ""
+    [term] = selector.terms
+    if term.match_expressions or len(term.match_fields) != 1:
+        return ""
+    [field] = term.match_fields
+    if field.key == NODE_NAME_FIELD and field.operator == "In" and len(field.values) == 1:
+        return field.values[0]
     return ""
+
+
+def _strings(f: Fields, value: Any, path: str) -> tuple[str, ...]:
+    return tuple(f.string(v, f"{path}[{i}]", required=True) for i, v in enumerate(f.items(value, path)))
 
 
 def _reserved_for(f: Fields, value: Any, path: str) -> tuple[ConsumerReference, ...]:

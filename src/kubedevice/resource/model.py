@@ -10,8 +10,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
+from kubedevice.resource.capacity import CapacityRequirements, ConsumedCapacity, DeviceCapacity
+from kubedevice.resource.counters import CounterSet, DeviceCounterConsumption
+from kubedevice.resource.device_status import AllocatedDeviceStatus
+from kubedevice.resource.node_selector import NodeSelector
+from kubedevice.resource.taints import DeviceTaint, DeviceTaintSelector, DeviceToleration
+
 __all__ = [
     "IMPLICIT_EXTENDED_RESOURCE_PREFIX",
+    "LIST_KINDS",
     "AllocationMode",
     "AllocationResult",
     "AttributeValue",
@@ -27,6 +34,7 @@ __all__ = [
     "DeviceRequest",
     "DeviceRequestAllocationResult",
     "DeviceSubRequest",
+    "DeviceTaintRuleDocument",
     "ExactDeviceRequest",
     "NamespaceDocument",
     "ObjectMeta",
@@ -42,7 +50,16 @@ __all__ = [
 
 AllocationMode = Literal["ExactCount", "All"]
 ConfigSource = Literal["FromClass", "FromClaim"]
-AttributeKind = Literal["int", "bool", "string", "version"]
+#: A device attribute's field: one value, or (`ints`, `bools`, `strings`, `versions`: DRAListTypeAttributes,
+#: alpha upstream) a non-empty list of values of one type.
+AttributeKind = Literal["int", "bool", "string", "version", "ints", "bools", "strings", "versions"]
+#: The list kinds, each with the kind of its elements.
+LIST_KINDS: Mapping[str, AttributeKind] = {
+    "ints": "int",
+    "bools": "bool",
+    "strings": "string",
+    "versions": "version",
+}
 #: Every class is reachable as an extended resource under this prefix, followed by the class name.
 IMPLICIT_EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
 #: A device as allocation results name it: (driver, pool, device).
@@ -80,9 +97,10 @@ class ExactDeviceRequest:
     #: Devices wanted with ExactCount (at least 1); 0 with All, as the API leaves it.
     count: int = 1
     admin_access: bool = False
-    #: Left-out features, kept so the allocator can name them (never acted on).
-    tolerations: tuple[Mapping[str, Any], ...] = ()
-    capacity: Mapping[str, Any] | None = None
+    #: Taints the devices may have and still be allocated (copied into each result).
+    tolerations: tuple[DeviceToleration, ...] = ()
+    #: `capacity.requests`: what each allocated device must provide (consumable capacity).
+    capacity: CapacityRequirements | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +110,8 @@ class DeviceSubRequest:
     selectors: tuple[str, ...] = ()
     allocation_mode: AllocationMode = "ExactCount"
     count: int = 1
-    tolerations: tuple[Mapping[str, Any], ...] = ()
-    capacity: Mapping[str, Any] | None = None
+    tolerations: tuple[DeviceToleration, ...] = ()
+    capacity: CapacityRequirements | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +153,6 @@ class ResourceClaimSpec:
     requests: tuple[DeviceRequest, ...] = ()
     constraints: tuple[DeviceConstraint, ...] = ()
     config: tuple[DeviceClaimConfiguration, ...] = ()
-    #: The first left-out feature the spec uses (e.g. "device taints and tolerations"), or None.
-    unsupported: str | None = None
 
     def request(self, name: str) -> DeviceRequest | None:
         """The request of that name; `name` may be `<request>/<subrequest>` as allocation results say."""
@@ -157,7 +173,14 @@ class DeviceRequestAllocationResult:
     pool: str
     device: str
     admin_access: bool | None = None
+    #: A share of a device with allowMultipleAllocations: its ID, and what it consumes of each capacity.
     share_id: str | None = None
+    consumed_capacity: ConsumedCapacity | None = None
+    #: The request's tolerations when the device was allocated (upstream copies them).
+    tolerations: tuple[DeviceToleration, ...] = ()
+    #: The device's binding conditions when it was allocated (upstream copies them).
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +218,11 @@ class AllocationResult:
 
     results: tuple[DeviceRequestAllocationResult, ...] = ()
     config: tuple[DeviceAllocationConfiguration, ...] = ()
+    #: The node the allocation is bound to (`metadata.name In [<node>]`), or "" when it is not bound to one.
     node_name: str = ""
+    #: When not bound to one node: the nodes the devices are available on (merged from the slices' and
+    #: devices' selectors), or None when they are available everywhere.
+    node_selector: NodeSelector | None = None
 
     @property
     def drivers(self) -> list[str]:
@@ -217,19 +244,25 @@ class AllocationResult:
             }
             if r.admin_access is not None:
                 entry["adminAccess"] = r.admin_access
+            if r.tolerations:
+                entry["tolerations"] = [t.to_json() for t in r.tolerations]
+            if r.binding_conditions:
+                entry["bindingConditions"] = list(r.binding_conditions)
+            if r.binding_failure_conditions:
+                entry["bindingFailureConditions"] = list(r.binding_failure_conditions)
             if r.share_id is not None:
                 entry["shareID"] = r.share_id
+            if r.consumed_capacity:
+                entry["consumedCapacity"] = {k: str(q) for k, q in sorted(r.consumed_capacity.items())}
             results.append(entry)
         devices: dict[str, Any] = {"results": results}
         if self.config:
             devices["config"] = [_config_json(c) for c in self.config]
         out: dict[str, Any] = {"devices": devices}
         if self.node_name:
-            out["nodeSelector"] = {
-                "nodeSelectorTerms": [
-                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [self.node_name]}]}
-                ]
-            }
+            out["nodeSelector"] = NodeSelector.for_node(self.node_name).to_json()
+        elif self.node_selector is not None:
+            out["nodeSelector"] = self.node_selector.to_json()
         return out
 
 
@@ -252,6 +285,9 @@ class ClaimDocument:
     allocation: AllocationResult | None = None
     #: `status.reservedFor` as written; None when the document has none (the daemon then reserves).
     reserved_for: tuple[ConsumerReference, ...] | None = None
+    #: `status.devices`: what the drivers reported of the allocated devices (the daemon's claim store
+    #: keeps it; a manifest's own is not read).
+    device_status: tuple[AllocatedDeviceStatus, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,13 +318,45 @@ class NamespaceDocument:
     meta: ObjectMeta
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceTaintRuleDocument:
+    """A DeviceTaintRule: `taint` on every device `selector` matches (None: every device, as upstream's
+    slice tracker applies a rule without one)."""
+
+    KIND: ClassVar[str] = "DeviceTaintRule"
+
+    meta: ObjectMeta
+    taint: DeviceTaint
+    selector: DeviceTaintSelector | None = None
+
+
 # --- slices ---------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class AttributeValue:
+    """One attribute: `kind` is its field's name (`int`, ..., `ints`, ...); a list kind's `value` is a
+    tuple of its elements."""
+
     kind: AttributeKind
-    value: int | bool | str
+    value: int | bool | str | tuple[int, ...] | tuple[bool, ...] | tuple[str, ...]
+
+    @property
+    def scalar_kind(self) -> AttributeKind:
+        """The kind of one element: `int` for both `int` and `ints`."""
+        return LIST_KINDS.get(self.kind, self.kind)
+
+    @property
+    def elements(self) -> tuple[int | bool | str, ...]:
+        """The values as a tuple: one for a scalar, every element of a list."""
+        return self.value if isinstance(self.value, tuple) else (self.value,)
+
+    def as_set(self) -> tuple[AttributeKind, frozenset[int | bool | str]]:
+        """Upstream's `attributeAsSet` (constraint.go): a scalar is a one-element set, a list the set of its
+        elements (order and duplicates ignored), each with its element kind: values of different kinds
+        never meet. A version compares as its text (semver 2.0.0 versions are minimal, so equal versions
+        have equal text)."""
+        return self.scalar_kind, frozenset(self.elements)
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,10 +364,32 @@ class SliceDevice:
     name: str
     #: Keys as published: qualified `domain/name` or bare `name` (the driver's domain is implied).
     attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
-    #: Capacity name -> quantity text as published.
-    capacity: Mapping[str, str] = field(default_factory=dict)
+    #: Capacity name as published -> its value (and `requestPolicy`).
+    capacity: Mapping[str, DeviceCapacity] = field(default_factory=dict)
     #: The left-out feature the device (or its slice) uses; such a device is never a candidate.
     unsupported: str | None = None
+    #: `allowMultipleAllocations`: allocated to any number of requests while its capacity lasts.
+    allow_multiple_allocations: bool = False
+    #: Partitionable devices: the shared counters the device uses up while allocated.
+    consumes_counters: tuple[DeviceCounterConsumption, ...] = ()
+    #: Per-device node selection (its slice has `perDeviceNodeSelection`): exactly one is set.
+    node_name: str = ""
+    node_selector: NodeSelector | None = None
+    all_nodes: bool = False
+    #: The driver's taints (a DeviceTaintRule adds its own at allocation time).
+    taints: tuple[DeviceTaint, ...] = ()
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+    #: An allocation with this device is bound to the node it was made for.
+    binds_to_node: bool = False
+
+    def serves(self, node_name: str, labels: Mapping[str, str]) -> bool:
+        """Per-device node selection: whether the device is available on this node."""
+        if self.node_name:
+            return self.node_name == node_name
+        if self.all_nodes:
+            return True
+        return self.node_selector is not None and self.node_selector.matches(node_name, labels)
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,8 +406,13 @@ class ResourceSliceDocument:
     devices: tuple[SliceDevice, ...] = ()
     #: A left-out feature used at the slice level (every device of it is then marked too).
     unsupported: str | None = None
-    #: The slice selects its nodes by label (`spec.nodeSelector`): this node has none, so it is ignored.
-    node_selector: bool = False
+    #: `spec.nodeSelector`: the nodes the slice serves, by label (or None).
+    node_selector: NodeSelector | None = None
+    #: Each device says which nodes it serves (`SliceDevice.serves`).
+    per_device_node_selection: bool = False
+    #: Counter sets the pool offers (1.35+ publishes them in a slice without devices; older drivers
+    #: beside the devices).
+    shared_counters: tuple[CounterSet, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,6 +426,11 @@ class Pool:
     complete: bool = True
     #: Why the pool cannot be used at all (e.g. a device name twice in one generation), or None.
     invalid: str | None = None
+    #: The counter sets of the pool's slices, by name.
+    counter_sets: Mapping[str, CounterSet] = field(default_factory=dict)
+    #: Slices of the pool's generation that serve other nodes: never candidates, but their allocated
+    #: devices use up the pool's counters too.
+    other_slices: tuple[ResourceSliceDocument, ...] = ()
 
     @property
     def devices(self) -> tuple[SliceDevice, ...]:
@@ -351,6 +451,7 @@ class DRADocuments:
     templates: Mapping[str, ClaimTemplateDocument] = field(default_factory=dict)
     classes: Mapping[str, DeviceClassDocument] = field(default_factory=dict)
     namespaces: Mapping[str, NamespaceDocument] = field(default_factory=dict)
+    taint_rules: Mapping[str, DeviceTaintRuleDocument] = field(default_factory=dict)
     #: Every file of the folder refused now (relative path -> the one-line reason), as `/pods` reports
     #: bad manifests: a claim defined only in such a file is missing.
     errors: Mapping[str, str] = field(default_factory=dict)

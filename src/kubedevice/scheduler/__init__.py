@@ -5,16 +5,28 @@ none) out. Imports nothing of the daemon and does no I/O; docs/scheduler.md desc
     allocations = allocate(request, CelSelectors())   # or Unschedulable(message)
 """
 
+from kubedevice.scheduler.allocated import AllocatedState
 from kubedevice.scheduler.allocator import allocate
 from kubedevice.scheduler.cel import CelSelectors
+from kubedevice.scheduler.explanation import RequestExplanation, RuledOut
 from kubedevice.scheduler.pools import SliceReport, SliceScan, gather_pools
-from kubedevice.scheduler.request import ADMIN_ACCESS_LABEL, AllocationRequest, ClaimToAllocate, Unschedulable
+from kubedevice.scheduler.request import (
+    ADMIN_ACCESS_LABEL,
+    HOSTNAME_LABEL,
+    AllocationRequest,
+    ClaimToAllocate,
+    Unschedulable,
+)
 
 __all__ = [
     "ADMIN_ACCESS_LABEL",
+    "HOSTNAME_LABEL",
+    "AllocatedState",
     "AllocationRequest",
     "CelSelectors",
     "ClaimToAllocate",
+    "RequestExplanation",
+    "RuledOut",
     "SliceReport",
     "SliceScan",
     "Unschedulable",

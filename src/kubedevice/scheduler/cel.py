@@ -57,10 +57,13 @@ class CelDevice:
     """What a selector sees of a device, hashable so that results can be cached by content."""
 
     driver: str
-    #: (domain, name, kind, value), sorted; a bare published name is in the driver's domain.
-    attributes: tuple[tuple[str, str, str, int | bool | str], ...]
+    #: (domain, name, kind, value), sorted; a bare published name is in the driver's domain; a list
+    #: attribute's value is a tuple.
+    attributes: tuple[tuple[str, str, str, int | bool | str | tuple[int | bool | str, ...]], ...]
     #: (domain, name, quantity text), sorted.
     capacity: tuple[tuple[str, str, str], ...]
+    #: `device.allowMultipleAllocations` (false when the slice leaves it out).
+    allow_multiple_allocations: bool = False
     _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:
@@ -68,15 +71,16 @@ class CelDevice:
         return self._hash
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((self.driver, self.attributes, self.capacity)))
+        key = (self.driver, self.attributes, self.capacity, self.allow_multiple_allocations)
+        object.__setattr__(self, "_hash", hash(key))
 
     @classmethod
     def of(cls, driver: str, device: SliceDevice) -> CelDevice:
         attributes = sorted(
             (*_qualified(name, driver), value.kind, value.value) for name, value in device.attributes.items()
         )
-        capacity = sorted((*_qualified(name, driver), text) for name, text in device.capacity.items())
-        return cls(driver, tuple(attributes), tuple(capacity))
+        capacity = sorted((*_qualified(name, driver), str(c.value)) for name, c in device.capacity.items())
+        return cls(driver, tuple(attributes), tuple(capacity), device.allow_multiple_allocations)
 
 
 def _qualified(name: str, driver: str) -> tuple[str, str]:
@@ -206,7 +210,8 @@ class CelSelectors:
                 value = result.value()
                 if isinstance(value, bool):
                     return value
-                name = _type_name(result.type().name())
+                # cel-go names a value's type without its parameters: `list`, not `list(dyn)`.
+                name = _type_name(result.type().name()).partition("(")[0]
                 return CelRuntimeError(f"CEL result of type {name} could not be converted to bool")
             message = _STATUS_PREFIX.sub("", str(result.value()))
             missing = _NO_SUCH_KEY.search(message)
@@ -224,19 +229,27 @@ class CelSelectors:
     def _device_data(self, device: CelDevice) -> dict[str, Any]:
         attributes: dict[str, dict[str, Any]] = {}
         for domain, name, kind, value in device.attributes:
-            if kind == "version":
+            data: Any = value
+            if kind in ("version", "versions"):
                 try:
-                    value = self._values.semver(str(value))
+                    data = self._values.semvers(value)
                 except ValueError as err:
                     raise ValueError(f"attribute {domain}/{name}: parse semantic version: {err}") from err
-            attributes.setdefault(domain, {})[name] = value
+            elif isinstance(value, tuple):
+                data = list(value)  # a list attribute is a CEL list
+            attributes.setdefault(domain, {})[name] = data
         capacity: dict[str, dict[str, Any]] = {}
         for domain, name, text in device.capacity:
             try:
                 capacity.setdefault(domain, {})[name] = self._values.quantity(text)
             except ValueError as err:
                 raise ValueError(f"capacity {domain}/{name}: {err}") from err
-        return {"driver": device.driver, "attributes": attributes, "capacity": capacity}
+        return {
+            "driver": device.driver,
+            "allowMultipleAllocations": device.allow_multiple_allocations,
+            "attributes": attributes,
+            "capacity": capacity,
+        }
 
 
 def _checked_variables() -> dict[str, Any]:
@@ -284,6 +297,8 @@ def _checked_functions() -> list[Any]:
 
     return [
         decl("quantity", ("quantity_string", q, [string], False)),
+        # DRAListTypeAttributes (alpha upstream): `<target>.includes(<value>)`, a list or a single value.
+        decl("includes", ("dra_includes_dyn_dyn", boolean, [cel.Type.DYN, cel.Type.DYN], True)),
         decl("isQuantity", ("isQuantity_string", boolean, [string], False)),
         decl(
             "semver",
@@ -326,6 +341,7 @@ def _checked_functions() -> list[Any]:
 #: and both libraries' values are messages, so one overload per arity serves quantities and semvers).
 _RUNTIME_SHAPES: Mapping[str, tuple[bool, tuple[int, ...]]] = {
     "quantity": (False, (1,)),
+    "includes": (True, (2,)),
     "isQuantity": (False, (1,)),
     "semver": (False, (1, 2)),
     "isSemver": (False, (1, 2)),

@@ -3,23 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from kubedevice.resource.capacity import ConsumedCapacity
 from kubedevice.resource.documents import DRADocument
 from kubedevice.resource.model import (
+    AllocationResult,
     ClaimDocument,
     ClaimTemplateDocument,
     DeviceClassDocument,
     DeviceID,
+    DeviceTaintRuleDocument,
     NamespaceDocument,
     Pool,
     ResourceClaimSpec,
     ResourceSliceDocument,
 )
+from kubedevice.resource.node_labels import HOSTNAME_LABEL
+from kubedevice.scheduler.allocated import AllocatedState
+from kubedevice.scheduler.explanation import RequestExplanation
 from kubedevice.scheduler.pools import gather_pools
 
 __all__ = [
     "ADMIN_ACCESS_LABEL",
+    "HOSTNAME_LABEL",
     "SCHEDULER_ERROR",
     "UNSCHEDULABLE",
     "AllocationRequest",
@@ -39,13 +46,15 @@ SCHEDULER_ERROR = "SchedulerError"
 
 
 class Unschedulable(Exception):
-    """No allocation: the pod stays Pending with reason `Unschedulable` and this message."""
+    """No allocation: the pod stays Pending with reason `Unschedulable` and this message; `explanation`
+    says, per request, what ruled the devices out (empty when the refusal came before any search)."""
 
     reason = UNSCHEDULABLE
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, explanation: Sequence[RequestExplanation] = ()) -> None:
         super().__init__(message)
         self.message = message
+        self.explanation = tuple(explanation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +77,17 @@ class AllocationRequest:
     claims: tuple[ClaimToAllocate, ...]
     classes: Mapping[str, DeviceClassDocument]
     pools: Sequence[Pool]
-    #: Devices held by allocated claims (results with adminAccess excluded).
+    #: Devices held whole by allocated claims (results without a shareID; those with adminAccess excluded).
     in_use: Set[DeviceID]
     namespaces: Mapping[str, NamespaceDocument]
     node_name: str
+    #: The node's labels (`kubernetes.io/hostname` among them), matched by node selectors.
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    #: Devices (with allowMultipleAllocations) shared by allocated claims: what their shares consume of
+    #: each capacity, summed (`AllocatedState.gather` fills this and `in_use` from allocations).
+    consumed_capacity: Mapping[DeviceID, ConsumedCapacity] = field(default_factory=dict)
+    #: DeviceTaintRules: each adds its taint to the devices it selects.
+    taint_rules: Sequence[DeviceTaintRuleDocument] = ()
 
     @classmethod
     def from_documents(
@@ -79,35 +95,37 @@ class AllocationRequest:
         documents: Iterable[DRADocument | ResourceSliceDocument],
         node_name: str,
         in_use: Iterable[DeviceID] = (),
+        node_labels: Mapping[str, str] | None = None,
     ) -> AllocationRequest:
         """The request a scheduler would make for node `node_name` from these documents (as
         `kubedevice.resource.documents.read_document` reads them).
 
         Every ResourceClaim without `status.allocation` is allocated, together, in the order given (as
         one pod's claims); the devices of those with one are in use (results with adminAccess excepted),
-        besides `in_use`. The ResourceSlices are gathered into pools as `gather_pools` does (its
-        SliceScan says which slices were ignored and why). A ResourceClaimTemplate is refused with
+        besides `in_use`; a result with a shareID consumes its `consumedCapacity` of the device instead.
+        DeviceTaintRules taint the devices they select. The ResourceSlices are gathered into pools as
+        `gather_pools` does (its SliceScan says which slices were ignored and why). A ResourceClaimTemplate
+        is refused with
         ValueError: the scheduler sees the claim made from it, never the template.
         """
         claims: list[ClaimToAllocate] = []
         classes: dict[str, DeviceClassDocument] = {}
         namespaces: dict[str, NamespaceDocument] = {}
+        rules: list[DeviceTaintRuleDocument] = []
         slices: list[ResourceSliceDocument] = []
-        used = set(in_use)
+        allocations: list[AllocationResult] = []
         for document in documents:
             if isinstance(document, ClaimDocument):
                 if document.allocation is None:
                     claims.append(ClaimToAllocate(document.meta.namespace, document.meta.name, document.spec))
                 else:
-                    used.update(
-                        (r.driver, r.pool, r.device)
-                        for r in document.allocation.results
-                        if not r.admin_access
-                    )
+                    allocations.append(document.allocation)
             elif isinstance(document, DeviceClassDocument):
                 classes[document.meta.name] = document
             elif isinstance(document, NamespaceDocument):
                 namespaces[document.meta.name] = document
+            elif isinstance(document, DeviceTaintRuleDocument):
+                rules.append(document)
             elif isinstance(document, ResourceSliceDocument):
                 slices.append(document)
             elif isinstance(document, ClaimTemplateDocument):
@@ -117,11 +135,16 @@ class AllocationRequest:
                 )
             else:
                 raise TypeError(f"not a document the scheduler reads: {type(document).__name__}")
+        labels = dict(node_labels) if node_labels is not None else {HOSTNAME_LABEL: node_name}
+        allocated = AllocatedState.gather(allocations, in_use)
         return cls(
             claims=tuple(claims),
             classes=classes,
-            pools=gather_pools(slices, node_name).pools,
-            in_use=frozenset(used),
+            pools=gather_pools(slices, node_name, labels).pools,
+            in_use=allocated.in_use,
             namespaces=namespaces,
             node_name=node_name,
+            node_labels=labels,
+            consumed_capacity=allocated.consumed_capacity,
+            taint_rules=tuple(rules),
         )

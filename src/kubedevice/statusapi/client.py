@@ -1,4 +1,5 @@
-"""The status API's one client: GET over the daemon's unix socket, and the typed calls its users make.
+"""The status API's one client: GET (and a driver's PUT of a claim's status) over the daemon's unix socket,
+and the typed calls its users make.
 
 Used by `kubedevice status`, `pods` and `claims`, `top`, the demo, the testing kit and the SDK's
 standalone backend. Asyncio only (no rich, no gRPC, nothing of the daemon): a command that asks a running
@@ -18,6 +19,18 @@ from kubedevice.statusapi import contract
 
 class StatusClientError(Exception):
     """The status API could not be reached or answered with an error; str() is one line."""
+
+
+class ClaimStatusRefused(StatusClientError):
+    """The daemon refused a claim's status update, as the API server would: `code` the HTTP status (400,
+    403, 404, 409, 422), `reason` the Status reason (Invalid...), `causes` each field error's `field` and
+    `message` (those of an Invalid answer); str() is the daemon's one line."""
+
+    def __init__(self, message: str, code: int, reason: str, causes: list[dict[str, str]]) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.causes = causes
 
 
 class StatusClient:
@@ -72,13 +85,7 @@ class StatusClient:
         path = contract.claim_path(namespace, name)
         status, body = await self.get_answer(path)
         if status == 200:
-            try:
-                claim = json.loads(body)
-            except ValueError:
-                claim = None
-            if not isinstance(claim, dict):
-                raise StatusClientError(f"the node daemon answered GET {path} with something not a claim")
-            return claim
+            return _claim(body, f"GET {path}")
         error = _error_text(body)
         if status == 404 and error.startswith("no such path"):
             raise StatusClientError(
@@ -88,18 +95,50 @@ class StatusClient:
             return None
         raise StatusClientError(f"the node daemon answered GET {path} with HTTP {status}: {error}")
 
+    async def put_claim_status(
+        self, namespace: str, name: str, *, driver: str, devices: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Write `driver`'s entries of the claim's `status.devices` (`PUT .../status?driver=`): the entries
+        in the resource.k8s.io/v1 shape (driver, pool, device, shareID, conditions, data, networkData).
+        They replace the driver's entries; other drivers' entries stay. Returns the claim as the daemon
+        then holds it (on disk); raises ClaimStatusRefused when the daemon refuses the update."""
+        path = contract.claim_status_path(namespace, name, driver)
+        body = json.dumps({"devices": devices}).encode()
+        status, answer = await self.request("PUT", path, body)
+        if status == 200:
+            return _claim(answer, f"PUT {path}")
+        failure = _object(answer)
+        if failure is None:
+            raise StatusClientError(
+                f"the node daemon answered PUT {path} with HTTP {status}: {_error_text(answer)}"
+            )
+        if status in (404, 405) and str(failure.get("error", "")).startswith(("no such path", "method PUT")):
+            raise StatusClientError(
+                f"the node daemon at {self.socket} takes no claim status (an older `kubedevice node`, or "
+                "one without DRA)"
+            )
+        causes = (failure.get("details") or {}).get("causes") or []
+        raise ClaimStatusRefused(_error_text(answer), status, str(failure.get("reason", "")), list(causes))
+
     async def get_answer(self, path: str) -> tuple[int, bytes]:
         """The status code and body of any answer to GET `path`.
 
         For callers that tell answers apart (a claim not found is not a daemon failure); an unreachable
         daemon or a malformed answer still raises StatusClientError.
         """
+        return await self.request("GET", path)
+
+    async def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        """The status code and body of the answer to `method path` (with `body`, JSON); an unreachable
+        daemon or a malformed answer raises StatusClientError."""
+        head = f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+        if body is not None:
+            head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
         try:
             async with asyncio.timeout(self.wait):
                 reader, writer = await asyncio.open_unix_connection(str(self.socket))
                 try:
-                    request = f"GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-                    writer.write(request.encode())
+                    writer.write((head + "\r\n").encode() + (body or b""))
                     await writer.drain()
                     raw = await reader.read()
                 finally:
@@ -113,11 +152,28 @@ class StatusClient:
                 f"cannot reach the node daemon at {self.socket}: {err.strerror or err} "
                 "(is `kubedevice node` running?)"
             ) from None
-        head, sep, body = raw.partition(b"\r\n\r\n")
-        status_line = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
+        answer_head, sep, answer = raw.partition(b"\r\n\r\n")
+        status_line = answer_head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
         if not sep or len(status_line) < 2 or not status_line[1].isdigit():
             raise StatusClientError(f"malformed answer from {self.socket}")
-        return int(status_line[1]), body
+        return int(status_line[1]), answer
+
+
+def _object(body: bytes) -> dict[str, Any] | None:
+    """The JSON object of an answer's body, or None."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _claim(body: bytes, request: str) -> dict[str, Any]:
+    """The claim a 200 answer to `request` holds."""
+    claim = _object(body)
+    if claim is None:
+        raise StatusClientError(f"the node daemon answered {request} with something not a claim")
+    return claim
 
 
 def _error_text(body: bytes) -> str:

@@ -1,6 +1,6 @@
 """The status API's answers as rich tables: `/node` (device-plugin resources and DRA drivers) for
-`kubedevice status`, `/pods` for `kubedevice pods`, `/claims` for `kubedevice claims`; the demo prints
-them too.
+`kubedevice status`, `/pods` for `kubedevice pods`, `/claims` for `kubedevice claims` (the drivers' device
+status as lines under it); the demo prints them too.
 
 Columns wrap at spaces or fold (a resource's, a pod's, a claim's and a driver's name stay whole); nothing is
 cut with "…", so a 100-column terminal shows it all. Where the output is not a terminal nothing is folded:
@@ -11,6 +11,8 @@ is escaped as the logs write it, and rich markup in it is shown as it is.
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -75,7 +77,7 @@ def print_pods(console: Console, data: dict[str, Any]) -> None:
     # The daemon's why of a refusal and what a pod runs without: whole lines under the table.
     notes: list[str] = []
     table.add_column("namespace/name", no_wrap=True)
-    for column in ("phase", "container", "devices", "numa hint", "reason: message"):
+    for column in ("phase", "container", "devices", "health", "numa hint", "reason: message"):
         table.add_column(column, overflow="fold")
     for entry in data["pods"]:
         containers = entry["containers"] or [{"name": "", "devices": {}}]
@@ -92,16 +94,61 @@ def print_pods(console: Console, data: dict[str, Any]) -> None:
                         + [_claim_label(claim) for claim in c.get("claims", ())]
                     )
                 ),
+                _health_label(c.get("allocatedResourcesStatus", ())),
                 _hint_label(c.get("topologyHint")),
                 shown(f"{entry['reason']}: {entry['message']}" if entry["reason"] else "") if first else "",
             )
         name = f"{entry['namespace']}/{entry['name']}"
         notes.extend(f"{name}: {why}" for why in [entry.get("detail"), *entry.get("warnings", ())] if why)
+        notes.extend(_health_notes(name, containers))
+        notes.extend(f"{name} waits: {line}" for line in waiting_lines(entry.get("waiting")))
     print_whole(console, table)
     for entry in data["manifestErrors"]:
         console.print(f"bad manifest {shown(entry['file'])}: {shown(entry['error'])}", highlight=False)
     for line in notes:
         console.print(shown(line), highlight=False, soft_wrap=True)
+
+
+def waiting_lines(waiting: dict[str, Any] | None) -> list[str]:
+    """A Pending pod's explanation, one line per request that cannot get all it wants (`fit` below
+    `wanted`, or an `All` request that matches nothing): those are what it waits for. When every request
+    could, the search failed on their combination and every request is shown. `--json`'s `waiting` has
+    them all."""
+    requests = (waiting or {}).get("requests") or []
+    short = [r for r in requests if r["fit"] < r["wanted"] or r["wanted"] == 0]
+    return [str(r["text"]) for r in short or requests]
+
+
+def _not_healthy(statuses: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for status in statuses for r in status["resources"] if r["health"] != "Healthy"]
+
+
+def _health_label(statuses: Iterable[dict[str, Any]]) -> str:
+    """`healthy` (every device the container holds), `1 unhealthy, 1 unknown of 4`, or `-` (none held)."""
+    statuses = list(statuses)
+    total = sum(len(status["resources"]) for status in statuses)
+    if not total:
+        return "-"
+    counts = Counter(r["health"] for r in _not_healthy(statuses))
+    if not counts:
+        return "healthy"
+    said = [f"{counts[health]} {health.lower()}" for health in ("Unhealthy", "Unknown") if counts[health]]
+    return f"{', '.join(said)} of {total}"
+
+
+def _health_notes(name: str, containers: list[dict[str, Any]]) -> list[str]:
+    """`default/p main: gpu.example.com/gpu=gpu-1 Unhealthy (ECC errors)`: which devices are not healthy."""
+    notes = []
+    for c in containers:
+        bad = _not_healthy(c.get("allocatedResourcesStatus", ()))
+        if bad:
+            said = [f"{r['resourceID']} {r['health']}" + _message(r) for r in bad]
+            notes.append(f"{name} {c['name']}: {'; '.join(said)}")
+    return notes
+
+
+def _message(resource: dict[str, Any]) -> str:
+    return f" ({resource['message']})" if resource.get("message") else ""
 
 
 def _claim_label(claim: dict[str, Any]) -> str:
@@ -171,7 +218,9 @@ def print_dra_drivers(console: Console, data: dict[str, Any]) -> None:
     print_whole(console, table)
     node_name = contract.node_name_of(data)
     if node_name:
-        console.print(f"DRA node name: {shown(node_name)}", highlight=False)
+        labels = data.get(contract.NODE_LABELS_FIELD) or {}
+        listed = f" (labels: {', '.join(f'{k}={v}' for k, v in labels.items())})" if labels else ""
+        console.print(f"DRA node name: {shown(node_name + listed)}", highlight=False, soft_wrap=True)
 
 
 def _allocation(claim: dict[str, Any]) -> str:
@@ -219,3 +268,29 @@ def print_claims(console: Console, data: dict[str, Any]) -> None:
     print_whole(console, table)
     if not claims:
         console.print("no ResourceClaims: no claim document, template or DRA-backed pod", highlight=False)
+    statuses = [
+        f"{claim['namespace']}/{claim['name']} {_device_status(entry)}"
+        for claim in claims
+        for entry in claim.get("statusDevices") or ()
+    ]
+    if statuses:
+        console.print("Device status (status.devices, as the drivers report it):", highlight=False)
+    for line in statuses:
+        console.print(f"  {shown(line)}", highlight=False, soft_wrap=True)
+
+
+def _device_status(entry: dict[str, Any]) -> str:
+    """`gpu.example.com/node-1/gpu-0: Ready=True, Healthy=False; eth1 10.0.0.5/24; data: model, serial`."""
+    device = "/".join(entry[k] for k in ("driver", "pool", "device"))
+    if entry.get("shareID"):
+        device += f"/{entry['shareID']}"
+    conditions = entry.get("conditions") or []
+    parts = [", ".join(f"{c['type']}={c['status']}" for c in conditions) or "no conditions"]
+    network = entry.get("networkData") or {}
+    addresses = [network.get("interfaceName"), *network.get("ips", ()), network.get("hardwareAddress")]
+    if any(addresses):
+        parts.append(" ".join(a for a in addresses if a))
+    data = entry.get("data")
+    if data is not None:
+        parts.append("data: " + (", ".join(data) if isinstance(data, dict) and data else json.dumps(data)))
+    return f"{device}: {'; '.join(parts)}"

@@ -5,6 +5,10 @@ mounts, device nodes) goes into one CDI spec file per claim, ``kubedevice-<drive
 of kind ``<driver>/claim``, with one CDI device per request, named ``<claimUID>-<request>``. That
 device's ID is given with the request's first device only: the container gets the edits once.
 Annotations have no DRA channel and are dropped with a warning.
+
+A share of a device (a result with a `shareID`, from consumable capacity) gets a CDI device of its own
+in that spec, ``<claimUID>-<shareID>``, which sets ``KUBEDEVICE_SHARE_<DEVICE>=<shareID>``: two claims
+sharing one device never share a CDI device, and a container can tell which share it holds.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from dataclasses import dataclass
 
 from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.cdi import CDIDevice, CDISpec, ContainerEdits, DeviceNode, Mount
-from kubedevice.plugin.dra.model import Claim, PreparedDevice
+from kubedevice.plugin.dra.model import AllocatedDevice, Claim, PreparedDevice
 from kubedevice.plugin.model import Allocation, Device
 
 log = logging.getLogger(__name__)
@@ -69,13 +73,23 @@ async def prepare_with_allocate(
             cdi_devices.append(CDIDevice(name, edits))
             ids.append(f"{driver}/claim={name}")
         for number, result in enumerate(results):
-            prepared.append(PreparedDevice(result, tuple(ids) if number == 0 else ()))
+            given = ids if number == 0 else []
+            if result.share_id is not None:
+                share = CDIDevice(f"{claim.uid}-{result.share_id}", _share_edits(result))
+                cdi_devices.append(share)
+                given = [*given, f"{driver}/claim={share.name}"]
+            prepared.append(PreparedDevice(result, tuple(given)))
     spec = (
         CDISpec(kind=f"{driver}/claim", devices=tuple(cdi_devices), cdi_version=CLAIM_SPEC_VERSION)
         if cdi_devices
         else None
     )
     return DefaultPrepared(prepared, spec)
+
+
+def _share_edits(result: AllocatedDevice) -> ContainerEdits:
+    device = "".join(c if c.isalnum() else "_" for c in result.device).upper()
+    return ContainerEdits(env=(f"KUBEDEVICE_SHARE_{device}={result.share_id}",))
 
 
 def _edits(allocation: Allocation) -> ContainerEdits:
