@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from kubedevice.console import fail
+from kubedevice.logs import escaped
 from kubedevice.options import ROOT_HELP, folder_option, root_option
 
 if TYPE_CHECKING:
@@ -150,29 +151,34 @@ def _answer(
 
 def _show(answer: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        typer.echo(json.dumps(answer, indent=1))
+        typer.echo(json.dumps(answer, indent=1))  # JSON escapes control characters itself
         return
     for warning in answer["warnings"]:
-        typer.echo(f"warning: {warning}", err=True)
+        _say(f"warning: {warning}", err=True)
     node = answer["node"]
     labels = ", ".join(f"{k}={v}" for k, v in node["labels"].items())
     devices = sum(p["devices"] for p in answer["pools"] if p["complete"] and not p["invalid"])
-    typer.echo(f"node {node['name']} (labels: {labels}): {len(answer['pools'])} pool(s), {devices} device(s)")
+    _say(f"node {node['name']} (labels: {labels}): {len(answer['pools'])} pool(s), {devices} device(s)")
     refused = answer["unschedulable"]
     for claim in answer["claims"]:
         made = f" (from template {claim['template']})" if claim["template"] else ""
         before = " (allocated before)" if claim["allocatedBefore"] else ""
         allocation = claim["allocation"]
         if allocation is None:
-            typer.echo(f"ResourceClaim {claim['namespace']}/{claim['name']}{made}: not allocated")
+            _say(f"ResourceClaim {claim['namespace']}/{claim['name']}{made}: not allocated")
             continue
-        typer.echo(f"ResourceClaim {claim['namespace']}/{claim['name']}{made}{before}:")
+        _say(f"ResourceClaim {claim['namespace']}/{claim['name']}{made}{before}:")
         for r in allocation["devices"]["results"]:
-            typer.echo(f"  {r['request']}: {r['driver']}/{r['pool']}/{r['device']}")
+            _say(f"  {r['request']}: {r['driver']}/{r['pool']}/{r['device']}")
     if refused is not None:
-        typer.echo(f"{refused['reason']}: {refused['message']}")
+        _say(f"{refused['reason']}: {refused['message']}")
         for request in refused["requests"]:
-            typer.echo(f"  {request['text']}")
+            _say(f"  {request['text']}")
+
+
+def _say(line: str, err: bool = False) -> None:
+    """A line of names from documents, with their control characters escaped as the logs write them."""
+    typer.echo(escaped(line), err=err)
 
 
 def register(app: typer.Typer) -> None:

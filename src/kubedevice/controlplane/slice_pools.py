@@ -19,6 +19,7 @@ from typing import Any
 from kubedevice.resource.document_file import (
     MANIFEST_SUFFIXES,
     ManifestError,
+    broken_symlink,
     load_documents,
     read_document_file,
 )
@@ -103,12 +104,14 @@ def read_slices(folder: Path, node_name: str, node_labels: Mapping[str, str] | N
     for name in names:
         path = folder / name
         try:
-            if path.is_dir():
-                continue
-            # A FIFO, a device or a socket is refused, never opened for reading; the size is capped.
+            # A FIFO, a device, a socket or a folder is refused, never opened for reading; the size is
+            # capped.
             content = read_document_file(path)
         except FileNotFoundError:
-            continue  # removed since the listing (a driver's file is replaced by rename)
+            broken = broken_symlink(path)
+            if broken is not None:
+                files.append(SliceFile(name, errors=(SliceReport(name, "", broken),)))
+            continue  # else removed since the listing (a driver's file is replaced by rename)
         except ManifestError as err:
             files.append(SliceFile(name, errors=(SliceReport(name, "", str(err)),)))
             continue
