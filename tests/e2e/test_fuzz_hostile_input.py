@@ -20,7 +20,8 @@ The size is KUBEDEVICE_FUZZ_EXAMPLES documents (240 by default: six batches); hy
 derandomized, so every run is the same, unless KUBEDEVICE_FUZZ_SEED asks for other ones. A long run prints
 its figures at the end:
 
-    KUBEDEVICE_FUZZ_EXAMPLES=3000 KUBEDEVICE_FUZZ_ANSWER_S=1 .venv/bin/python -m pytest -s tests/e2e/test_fuzz_hostile_input.py
+    KUBEDEVICE_FUZZ_EXAMPLES=3000 KUBEDEVICE_FUZZ_ANSWER_S=1 \
+        .venv/bin/python -m pytest -s tests/e2e/test_fuzz_hostile_input.py
 """
 
 from __future__ import annotations
