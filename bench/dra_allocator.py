@@ -7,7 +7,8 @@ most, so half the devices are in use and the search skips them), as on a busy no
 per claim (median, p99), the rate, the cost of pods 151-200 over pods 51-100 (flat: about 1), the first
 evaluation of a selector on a device (uncached), and the RSS growth over 10 runs of 200 pods sharing one
 CelSelectors (its caches are bounded; the CEL library leaks on Python-defined functions unless results
-are cached).
+are cached). The 1.37 profile (bench/dra_allocator_137.py): partitions and shared devices on 1,024
+devices, the cost per claim at 200, 1,000 and 5,000 pods.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from collections import deque
 from pathlib import Path
 
+from bench import dra_allocator_137 as profile_137
 from bench.common import Figures, Scale, Target
 from bench.pod_latency import percentile
 from kubedevice.resource.capacity import DeviceCapacity
@@ -155,6 +157,7 @@ async def run(*, scale: Scale, runs: int) -> Figures:
             note="flat: about 1 (pods 1-50 fill the CEL cache; the in-use half fills by pod 64)",
         )
         figures.add("first evaluation of a selector on a device", cold_evaluation(device_pools) * 1e6, "us")
+    run_137(figures, quick=quick, runs=runs)
     cel = CelSelectors()
     one_run(cel, device_pools, pods)  # warm: the caches and the allocator's own first-use costs
     start = rss_kib()
@@ -168,3 +171,41 @@ async def run(*, scale: Scale, runs: int) -> Figures:
         note=f"one CelSelectors throughout; {cel.cached_results} cached results",
     )
     return figures
+
+
+def run_137(figures: Figures, *, quick: bool, runs: int) -> None:
+    """Partitions and shares on 1,024 devices: the cost per claim as the pods that came before grow."""
+    gpus, shares, sizes, live = (4, 4, (20,), 10) if quick else (96, 256, (200, 1000, 5000), 336)
+    pools = [profile_137.mig_pool(gpus), profile_137.share_pool(shares)]
+    devices = sum(len(p.devices) for p in pools)
+    for _ in range(runs):
+        medians = []
+        for pods in sizes:
+            cel = CelSelectors()
+            costs = profile_137.measure(cel, pools, pods, live)
+            label = f"partitions and shares, {devices} devices, {pods} pods"
+            figures.add(f"{label}: cost per claim, median", costs["median"] * 1e3, "ms")
+            figures.add(f"{label}: cost per claim, p99", costs["p99"] * 1e3, "ms")
+            medians.append(costs["median"])
+        if len(sizes) > 1:
+            figures.add(
+                f"partitions and shares: median at {sizes[-1]} pods / at {sizes[1]} pods",
+                medians[-1] / medians[1],
+                "x",
+                target=Target(1.5) if not quick else None,
+                note="flat: about 1 (both mostly after the node filled up, at pod 336)",
+            )
+    cel = CelSelectors()
+    pods = sizes[0]
+    profile_137.one_run(cel, pools, pods, live)  # warm
+    start = rss_kib()
+    repeats = 2 if quick else 5
+    for _ in range(repeats):
+        profile_137.one_run(cel, pools, pods, live)
+    figures.add(
+        f"partitions and shares: RSS growth over {repeats} more runs of {pods} pods",
+        rss_kib() - start,
+        "KiB",
+        target=Target(2048) if not quick else None,
+        note=f"one CelSelectors throughout; {cel.cached_results} cached results",
+    )

@@ -6,9 +6,11 @@ and every answer it gives is a model of the client library (lightkube) turned in
 hand-written dict: what the backend reads has the API's shape by construction. It does what the backend
 relies on: generateName, resourceVersion (a global counter; an update with a stale one is a 409
 Conflict), field selectors on spec.driver / spec.nodeName, list + watch from a version (chunked stream),
-the API's Status errors (NotFound text `<plural>.<group> "<name>" not found`), the ResourceSlice limits
-(at most 128 devices, device names DNS labels), and canonical quantities for a few inputs as the real
-one does ("0.5Gi" comes back as "512Mi"). Faults can be queued per method.
+the API's Status errors (NotFound text `<plural>.<group> "<name>" not found`), a ResourceSlice validated as
+the API server validates it (kubedevice.resource.slice_rules: the limits, counter sets apart from devices,
+taints...), canonical quantities for a few inputs as the real one does ("0.5Gi" comes back as "512Mi"),
+and claims: listed in all namespaces, their status subresource replaced (PUT, resourceVersion checked).
+Faults can be queued per method.
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ from lightkube.models.resource_v1 import ResourceSliceList
 from lightkube.resources.core_v1 import Node
 from lightkube.resources.resource_v1 import ResourceClaim, ResourceSlice
 
+from kubedevice.resource.slice_rules import validate_slice_spec
+
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
-_CLAIM_PATH = re.compile(r"^/apis/resource\.k8s\.io/v1/namespaces/([^/]+)/resourceclaims/([^/]+)$")
+_CLAIM_PATH = re.compile(r"^/apis/resource\.k8s\.io/v1/namespaces/([^/]+)/resourceclaims/([^/]+)(/status)?$")
+CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
 _NODE_PATH = re.compile(r"^/api/v1/nodes/([^/]+)$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 #: The real API server sends quantities back in canonical form; these are the ones the tests use.
 CANONICAL = {"0.5Gi": "512Mi", "1000m": "1"}
 TOKEN = "stand-in-token"
@@ -57,6 +61,8 @@ class ApiServer:
     #: Queued faults: (method, HTTP status) answered instead of the next matching request.
     faults: list[tuple[str, int]] = field(default_factory=list)
     version: int = 1
+    #: Status updates of claims taken.
+    status_writes: int = 0
     events: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
     port: int = 0
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
@@ -174,13 +180,16 @@ class ApiServer:
         if (m := _NODE_PATH.match(path)) and method == "GET":
             node = self.nodes.get(m.group(1))
             return (200, node.to_dict()) if node else _not_found("nodes", "", m.group(1))
-        if (m := _CLAIM_PATH.match(path)) and method == "GET":
+        if (m := _CLAIM_PATH.match(path)) and method in ("GET", "PUT"):
             claim = self.claims.get((m.group(1), m.group(2)))
-            return (
-                (200, claim.to_dict())
-                if claim
-                else _not_found("resourceclaims", "resource.k8s.io", m.group(2))
-            )
+            if claim is None:
+                return _not_found("resourceclaims", "resource.k8s.io", m.group(2))
+            if method == "PUT" and m.group(3):
+                return self._replace_claim_status(claim, request.body)
+            return 200, claim.to_dict()
+        if path == CLAIMS and method == "GET":
+            items = [c.to_dict() for _, c in sorted(self.claims.items())]
+            return 200, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimList", "items": items}
         if path == SLICES and method == "GET":
             items = [s for s in self.slices.values() if _selected(s, request.query)]
             listing = ResourceSliceList(
@@ -200,6 +209,22 @@ class ApiServer:
                 deleted = await self._delete(name)
                 return (200, deleted) if deleted else _not_found("resourceslices", "resource.k8s.io", name)
         return _status(404, "NotFound", f"the server could not find the requested resource ({method} {path})")
+
+    def _replace_claim_status(self, claim: ResourceClaim, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """UpdateStatus: only the status changes; a stale resourceVersion is a 409 Conflict."""
+        assert claim.metadata is not None
+        given = ResourceClaim.from_dict(body)
+        if given.metadata is None or given.metadata.resourceVersion != claim.metadata.resourceVersion:
+            return _status(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on resourceclaims.resource.k8s.io "{claim.metadata.name}": '
+                "the object has been modified; please apply your changes to the latest version and try again",
+            )
+        self.status_writes += 1
+        claim.status = given.status
+        claim.metadata.resourceVersion = self._next_version()
+        return 200, claim.to_dict()
 
     async def _create(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         try:
@@ -328,19 +353,13 @@ def _selected(item: ResourceSlice, query: dict[str, str]) -> bool:
 
 
 def _invalid(item: ResourceSlice) -> tuple[int, dict[str, Any]] | None:
-    spec = item.spec
-    problems = []
-    if spec is None or not spec.driver or spec.pool is None:
-        problems.append("spec: driver and pool are required")
-    else:
-        devices = spec.devices or []
-        if len(devices) > 128:
-            problems.append(f"spec.devices: Too many: {len(devices)}: must have at most 128 items")
-        names = [d.name for d in devices]
-        problems += [f"spec.devices.name: Invalid value: {n!r}" for n in names if not _DNS_LABEL.match(n)]
-        if len(set(names)) != len(names):
-            problems.append("spec.devices.name: Duplicate value")
-    return _status(422, "Invalid", "; ".join(problems)) if problems else None
+    """The API server's validation of the slice's spec, its 422 answer when it refuses."""
+    problems = validate_slice_spec(item.to_dict().get("spec"))
+    if not problems:
+        return None
+    name = item.metadata.name if item.metadata is not None else ""
+    message = f'ResourceSlice.resource.k8s.io "{name}" is invalid: ' + ", ".join(str(p) for p in problems)
+    return _status(422, "Invalid", message)
 
 
 def _status(code: int, reason: str, message: str) -> tuple[int, dict[str, Any]]:

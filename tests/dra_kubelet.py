@@ -21,18 +21,22 @@ from kubedevice.api.dra.v1beta1 import api_pb2 as v1beta1
 from kubedevice.api.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
 from kubedevice.api.pluginregistration.v1 import api_pb2 as reg
 from kubedevice.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from kubedevice.plugin.dra.backend_api import ClaimFetchError, PublishedDevice
+from kubedevice.plugin.dra.backend_api import ClaimFetchError, PublishedDevice, StatusEntries
+from kubedevice.plugin.dra.device_model import CounterSet
 
 DRIVER = "gpu.example.com"
 
 
 class MemoryBackend:
-    """Claims by namespace/name; every publish() recorded."""
+    """Claims by namespace/name; every publish() recorded, with its counter sets; status writes applied to
+    the claims as the API server applies an UpdateStatus (other drivers' entries kept)."""
 
     def __init__(self, node_name: str = "node-1") -> None:
         self.node_name = node_name
         self.claims: dict[tuple[str, str], dict[str, Any]] = {}
         self.published: list[list[PublishedDevice]] = []
+        self.counter_sets: list[list[CounterSet]] = []
+        self.published_taints: dict[tuple[str, str, str, str], Any] = {}
         self.started = False
         self.fetches = 0
 
@@ -49,8 +53,24 @@ class MemoryBackend:
         except KeyError:
             raise ClaimFetchError(f'resourceclaims.resource.k8s.io "{name}" not found') from None
 
-    async def publish(self, devices: Sequence[PublishedDevice]) -> None:
+    async def publish(
+        self, devices: Sequence[PublishedDevice], counter_sets: Sequence[CounterSet] = ()
+    ) -> None:
         self.published.append(list(devices))
+        self.counter_sets.append(list(counter_sets))
+
+    async def update_claim_status(self, namespace: str, name: str, entries: StatusEntries) -> None:
+        claim = await self.get_claim(namespace, name)
+        status = claim.setdefault("status", {})
+        others = [e for e in status.get("devices") or [] if e.get("driver") != DRIVER]
+        status["devices"] = others + entries(claim)
+        self.claims[(namespace, name)] = claim
+
+    async def list_claims(self) -> list[dict[str, Any]]:
+        return [copy.deepcopy(c) for c in self.claims.values() if (c.get("status") or {}).get("allocation")]
+
+    async def published_taint_times(self) -> dict[tuple[str, str, str, str], Any]:
+        return dict(self.published_taints)
 
     async def allocated_devices(self) -> set[str]:
         """The optional AllocationSource: device names this driver's allocations name."""

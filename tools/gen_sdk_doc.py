@@ -69,6 +69,26 @@ PARTS = (
         ("kubedevice.plugin.sharing:SharedPlugin", "kubedevice.plugin.sharing:SharedDevices"),
     ),
     Part(
+        "The DRA face: `kubedevice.plugin.dra`",
+        "kubedevice.plugin.dra",
+        (
+            "kubedevice.plugin.dra.model:Claim",
+            "kubedevice.plugin.dra.model:ClaimRef",
+            "kubedevice.plugin.dra.model:AllocatedDevice",
+            "kubedevice.plugin.dra.model:PreparedDevice",
+            "kubedevice.plugin.dra.device_model:CounterSet",
+            "kubedevice.plugin.dra.device_model:DeviceCounterConsumption",
+            "kubedevice.plugin.dra.device_model:DeviceTaint",
+            "kubedevice.plugin.dra.device_model:DeviceCapacity",
+            "kubedevice.plugin.dra.device_model:CapacityRequestPolicy",
+            "kubedevice.plugin.dra.device_model:CapacityRange",
+            "kubedevice.resource.device_status:DeviceCondition",
+            "kubedevice.resource.device_status:NetworkDeviceData",
+            "kubedevice.plugin.dra.backend_api:ClaimFetchError",
+            "kubedevice.plugin.dra.backend_api:ClaimStatusError",
+        ),
+    ),
+    Part(
         "CDI spec files: `kubedevice.plugin.cdi`",
         "kubedevice.plugin.cdi",
         (

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import typer
 from typer._click.globals import get_current_context
 
+from kubedevice.logs import escaped
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
@@ -37,6 +39,16 @@ def make_console(**options: Any) -> Console:
     if not sys.stdout.isatty() and "width" not in options:
         options["width"] = columns_asked() or PIPE_WIDTH
     return Console(**options)
+
+
+def shown(text: object) -> str:
+    """A value from the daemon, a plugin or a file name as a table or a line of a command shows it:
+    control characters escaped as the logs write them (kubedevice.logs.escaped), so that a manifest's or a
+    device's name can neither colour the terminal nor break a table's lines, and rich markup escaped, so
+    that `[bold]` in a name is shown as it is."""
+    from rich.markup import escape
+
+    return escape(escaped(str(text)))
 
 
 def print_whole(console: Console, table: Table) -> None:

@@ -25,8 +25,11 @@ GRPC_LEVELS = {
 }
 
 
-# C0 and C1 controls, DEL, and lone surrogates (which stderr could not even encode).
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+# C0 and C1 controls, DEL, lone surrogates (which stderr could not even encode), and the invisible
+# characters that reorder or break what a terminal shows (bidirectional marks, embeddings, overrides and
+# isolates; the line and paragraph separators): a name holding U+202E would show the rest of its line
+# backwards.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 
 
 def escaped(text: str) -> str:

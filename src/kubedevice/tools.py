@@ -24,6 +24,10 @@ class Subcommand:
 
 
 SUBCOMMANDS: dict[str, Subcommand] = {
+    "allocate": Subcommand(
+        "kubedevice.client.allocate",
+        "The allocation the scheduler would make for unallocated claims, from files, or why there is none.",
+    ),
     "checkpoint": Subcommand(
         "kubedevice.checkpoint.cli",
         "Inspect and verify a checkpoint file: kubelet_internal_checkpoint (v2, and the pre-1.20 v1) "

@@ -45,7 +45,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Mapping[str, Run]:
         return ["--cdi-spec-dir", cdi, "--", sys.executable, str(PLUGINS / "dra" / f"{name}.py"), cdi]
 
     # A folder each: a driver removes its CDI spec when it stops, and the runs overlap.
-    cdi = {name: str(tmp_path_factory.mktemp(name)) for name in ("a", "b", "c", "d")}
+    cdi = {name: str(tmp_path_factory.mktemp(name)) for name in ("a", "b", "c", "d", "e")}
     cases = {
         # The kubelet folder from $KUBEDEVICE_KUBELET_DIR, which the fake plugin reads.
         "fake-dra": [*fake(cdi["a"]), "--api", "dra"],
@@ -56,6 +56,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Mapping[str, Run]:
         ],
         # No CDI folder named anywhere: the driver writes into the checker's kubelet folder, which it reads.
         "fake-dra-kubelet-cdi": [*FLAGS, "--", *plugin],
+        # The features of 1.37: counter sets in a slice of their own, shared devices, taints, an unhealthy
+        # device published with the health taint.
+        "fake-dra-features": [
+            *fake(cdi["e"]),
+            *("--partitions", "2", "--shared", "--taint", "example.com/maintenance:NoSchedule@gpu-1-full"),
+            *("--unhealthy", "gpu-1-partition-0", "--health-taint", "kubedevice.io/unhealthy:NoExecute"),
+        ],
         "forgets_prepared": [*FLAGS, "--junit-xml", str(junit), *script("forgets_prepared", cdi["c"])],
         "v1beta1_only": [*FLAGS, *script("v1beta1_only", cdi["d"])],
     }
@@ -86,6 +93,14 @@ def test_the_fake_dra_driver_passes_every_dra_check(runs: Mapping[str, Run]) -> 
     assert "the bad claim alone failed: claim default/conformance-3: device " in rows["dra-claim-errors"][1]
     assert "registered again" in rows["dra-reregistration"][1]
     assert "Traceback" not in run.stderr and run.stderr == ""
+
+
+def test_the_fake_with_counters_shares_and_taints_publishes_what_the_api_server_takes(
+    runs: Mapping[str, Run],
+) -> None:
+    run = runs["fake-dra-features"]
+    assert {result for result, _ in run.rows.values()} == {"PASS"}, run.stdout
+    assert run.rows["dra-slices"][1].startswith("6 devices published in pool 'kubedevice-conformance'")
 
 
 def test_a_driver_given_no_cdi_folder_is_checked_in_the_kubelet_folder_it_writes(

@@ -235,6 +235,13 @@ async def test_kubelet_restart_and_sighup_reregister_the_process(plugin_dir: str
         (["fake", "--resource", "example.com/fake", "--devices", "2", "--replicas", "0"], "'--replicas'"),
         (["fake", "--resource", "example.com/fake", "--devices", "2", "--replicas", "-1"], "'--replicas'"),
         (["fake", "--resource", "example.com/fake", "--devices", "2", "--refuse-multiple"], "--replicas N"),
+        (["fake", "--driver", "gpu.example.com", "--devices", "2", "--taint", "k:Sometimes"], '"Sometimes"'),
+        (["fake", "--driver", "gpu.example.com", "--devices", "2", "--taint", "k:None@gpu-7"], "gpu-7"),
+        (
+            ["fake", "--driver", "gpu.example.com", "--devices", "1", "--health-taint", "bad key:NoExecute"],
+            "--health-taint 'bad key:NoExecute': taint bad key:NoExecute: taint.key: Invalid value",
+        ),
+        (["fake", "--resource", "example.com/fake", "--devices", "2", "--partitions", "2"], "DRA features"),
         (["paths", "--resource", "example.com/x", "--glob", "relative/*"], "absolute"),
         (["paths", "--resource", "example.com/x", "--glob", "/dev/null", "--count", "0"], "--count"),
         (["no-such-plugin"], "no-such-plugin"),

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.resource_v1 import (
+    AllocatedDeviceStatus,
     AllocationResult,
     DeviceAllocationResult,
     DeviceClaim,
@@ -27,6 +29,7 @@ from kubedevice.backoff import Backoff
 from kubedevice.plugin.dra.backend import DRABackendError, make_backend
 from kubedevice.plugin.dra.backend.cluster import ClusterBackend
 from kubedevice.plugin.dra.backend_api import ClaimFetchError, PublishedDevice
+from kubedevice.plugin.dra.device_model import CounterSet, DeviceCounterConsumption, DeviceTaint
 from tests.dra_apiserver import ApiServer
 from tests.waiting import poll_async
 
@@ -73,7 +76,7 @@ def gpus(count: int, **capacity: str) -> list[PublishedDevice]:
 def pool_state(api: ApiServer) -> tuple[set[int], list[int]]:
     """The generations present and the device counts of the slices, largest first."""
     slices = api.slice_json()
-    sizes = sorted((len(s["spec"]["devices"]) for s in slices), reverse=True)
+    sizes = sorted((len(s["spec"].get("devices") or []) for s in slices), reverse=True)
     return {s["spec"]["pool"]["generation"] for s in slices}, sizes
 
 
@@ -240,8 +243,8 @@ async def test_failures_are_retried_with_backoff(
     assert api.faults == []
 
 
-async def test_claims(api: ApiServer, backend: ClusterBackend) -> None:
-    claim = ResourceClaim(
+def gpu_claim() -> ResourceClaim:
+    return ResourceClaim(
         apiVersion="resource.k8s.io/v1",
         kind="ResourceClaim",
         metadata=ObjectMeta(name="c1", namespace="ml"),
@@ -260,6 +263,10 @@ async def test_claims(api: ApiServer, backend: ClusterBackend) -> None:
             )
         ),
     )
+
+
+async def test_claims(api: ApiServer, backend: ClusterBackend) -> None:
+    claim = gpu_claim()
     api.add_claim(claim)
     got: dict[str, Any] = await backend.get_claim("ml", "c1")
     assert got == claim.to_dict()
@@ -357,3 +364,70 @@ async def test_an_expired_watch_lists_again_and_keeps_watching(
     # The new watch works: a deleted slice is put back.
     await api.delete_slice(api.slice_json()[0]["metadata"]["name"])
     await settled(api, backend, 2, [2])
+
+
+async def test_counter_sets_taints_and_their_times_as_the_api_server_takes_them(
+    api: ApiServer, backend: ClusterBackend
+) -> None:
+    """The stand-in validates each slice as the API server does (slice_rules): counter sets in a slice of
+    their own, 64 devices a slice with taints or counters; the taints' times are read back at a restart."""
+    added = datetime(2026, 7, 24, 10, 0, 0, tzinfo=UTC)
+    sets = [CounterSet(f"gpu-{g}-counters", {"memory": "80Gi"}) for g in range(9)]
+    devices = [
+        PublishedDevice(
+            f"gpu-{g}-part-{p}",
+            {},
+            {},
+            consumes_counters=(DeviceCounterConsumption(f"gpu-{g}-counters", {"memory": "10Gi"}),),
+            taints=(DeviceTaint("example.com/maintenance", "NoSchedule", time_added=added),)
+            if p == 0
+            else (),
+        )
+        for g in range(9)
+        for p in range(8)
+    ]
+    await backend.publish(devices, sets)
+    await settled(api, backend, 1, [64, 8, 0, 0])
+    kinds = sorted("sharedCounters" if "sharedCounters" in s["spec"] else "devices" for s in api.slice_json())
+    assert kinds == ["devices", "devices", "sharedCounters", "sharedCounters"]
+    times = await backend.published_taint_times()
+    assert times == {
+        (f"gpu-{g}-part-0", "example.com/maintenance", "", "NoSchedule"): added for g in range(9)
+    }
+    # Nothing changed: the next pass writes nothing (quantities and times compared as values).
+    writes = len(api.writes())
+    await backend.publish(devices, sets)
+    await quiet_pass(backend)
+    assert len(api.writes()) == writes
+
+
+async def test_a_device_status_goes_through_the_status_subresource(
+    api: ApiServer, backend: ClusterBackend
+) -> None:
+    claim = gpu_claim()
+    assert claim.status is not None
+    claim.status.devices = [AllocatedDeviceStatus(driver="other.example.com", pool="p", device="d")]
+    api.add_claim(claim)
+    [listed] = await backend.list_claims()
+    assert listed["metadata"]["name"] == "c1"
+
+    def entries(read: dict[str, Any]) -> list[dict[str, Any]]:
+        return [
+            {
+                "driver": DRIVER,
+                "pool": NODE,
+                "device": "gpu-0",
+                "data": {"seen": len(read["status"]["devices"])},
+            }
+        ]
+
+    api.faults.append(("PUT", 409))  # someone else wrote the claim meanwhile: read again, write again
+    await backend.update_claim_status("ml", "c1", entries)
+    stored = api.claims[("ml", "c1")].to_dict()["status"]["devices"]
+    assert stored == [
+        {"driver": "other.example.com", "pool": "p", "device": "d"},
+        {"driver": DRIVER, "pool": NODE, "device": "gpu-0", "data": {"seen": 1}},
+    ]
+    assert api.status_writes == 1
+    with pytest.raises(ClaimFetchError, match='"nope" not found'):
+        await backend.update_claim_status("ml", "nope", entries)

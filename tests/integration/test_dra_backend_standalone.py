@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +19,11 @@ import yaml
 
 from kubedevice.plugin.dra.backend import DRABackendError, SliceContentError, make_backend
 from kubedevice.plugin.dra.backend.standalone import StandaloneBackend
-from kubedevice.plugin.dra.backend_api import ClaimFetchError, PublishedDevice
+from kubedevice.plugin.dra.backend_api import ClaimFetchError, ClaimStatusError, PublishedDevice
+from kubedevice.plugin.dra.device_model import CounterSet, DeviceCounterConsumption, DeviceTaint
+from kubedevice.resource.slice_rules import validate_slice_spec
 from kubedevice.statusapi.http import Response, StatusServer
+from kubedevice.statusapi.stand_in import StandInStatusAPI
 from tests.waiting import poll_async
 
 DRIVER = "gpu.example.com"
@@ -175,11 +180,14 @@ async def test_slice_file_content_generations_and_recreation(root: Path, daemon:
                 },
             }
         ]
-        # Publishing the same devices again (a new registration) keeps the generation.
-        await backend.publish(gpus("gpu-1", "gpu-0", model="x1"))
+        # Publishing the same devices again (a new registration) keeps the generation; in another order
+        # (another preference) it is new content.
+        await backend.publish(gpus("gpu-0", "gpu-1", model="x1"))
         assert documents(path)[0]["spec"]["pool"]["generation"] == 1
-        await backend.publish(gpus("gpu-0", model="x1"))
+        await backend.publish(gpus("gpu-1", "gpu-0", model="x1"))
         assert documents(path)[0]["spec"]["pool"]["generation"] == 2
+        await backend.publish(gpus("gpu-0", model="x1"))
+        assert documents(path)[0]["spec"]["pool"]["generation"] == 3
         assert [d["name"] for d in documents(path)[0]["spec"]["devices"]] == ["gpu-0"]
 
         # Deleted (the daemon's wipe): written again at once, same content and generation.
@@ -205,7 +213,7 @@ async def test_slice_file_content_generations_and_recreation(root: Path, daemon:
         await backend.stop()
         backend = await started(root)
         await backend.publish(gpus("gpu-0", "gpu-1", "gpu-2"))
-        assert documents(path)[0]["spec"]["pool"]["generation"] == 3
+        assert documents(path)[0]["spec"]["pool"]["generation"] == 4
     finally:
         await backend.stop()
 
@@ -265,3 +273,62 @@ async def test_two_instances_of_a_rolling_update_never_lower_the_generation(
     finally:
         await a.stop()
         await b.stop()
+
+
+async def test_counter_sets_and_taints_in_the_slice_file(root: Path, daemon: StatusServer) -> None:
+    """Counter sets in a slice of their own; a device consuming a set nobody offers publishes nothing;
+    the taints' times are read back from the file a restarted driver finds."""
+    added = datetime(2026, 7, 24, 10, 0, 0, tzinfo=UTC)
+    half = (DeviceCounterConsumption("gpu-0-counters", {"memory": "40Gi"}),)
+    taint = DeviceTaint("kubedevice.io/unhealthy", "NoExecute", time_added=added)
+    devices = [
+        PublishedDevice("gpu-0-half-0", {}, {}, consumes_counters=half, taints=(taint,)),
+        PublishedDevice("gpu-0-half-1", {}, {}, consumes_counters=half),
+    ]
+    backend = await started(root)
+    try:
+        await backend.publish(devices, [CounterSet("gpu-0-counters", {"memory": "80Gi"})])
+        docs = documents(backend.path)
+        assert [sorted(d["spec"]) for d in docs] == [
+            ["driver", "nodeName", "pool", "sharedCounters"],
+            ["devices", "driver", "nodeName", "pool"],
+        ]
+        assert all(validate_slice_spec(d["spec"]) == [] for d in docs)
+        assert {d["spec"]["pool"]["resourceSliceCount"] for d in docs} == {2}
+        before = backend.path.read_text()
+        with pytest.raises(SliceContentError, match='counter set "gpu-0-counters" referenced by device'):
+            await backend.publish(devices)
+        assert backend.path.read_text() == before
+    finally:
+        await backend.stop()
+    backend = await started(root)
+    try:
+        assert await backend.published_taint_times() == {
+            ("gpu-0-half-0", "kubedevice.io/unhealthy", "", "NoExecute"): added
+        }
+    finally:
+        await backend.stop()
+
+
+async def test_a_device_status_goes_to_the_daemons_status_route(root: Path) -> None:
+    stand_in = StandInStatusAPI(root, "node-1")
+    stand_in.put_claim("default", "c1", lambda: copy.deepcopy(CLAIM))
+    await stand_in.start()
+    backend = await started(root)
+    try:
+        [listed] = await backend.list_claims()
+        assert listed["metadata"] == {"namespace": "default", "name": "c1", "uid": CLAIM["metadata"]["uid"]}
+        entry = {"driver": DRIVER, "pool": "node-1", "device": "gpu-0", "data": {"firmware": "1.2"}}
+        await backend.update_claim_status("default", "c1", lambda claim: [entry])
+        assert stand_in.device_status("default", "c1") == [{**entry, "conditions": None}]
+        claim = await backend.get_claim("default", "c1")
+        assert claim["status"]["devices"] == [{**entry, "conditions": None}]
+        with pytest.raises(ClaimFetchError, match='"gone" not found'):
+            await backend.update_claim_status("default", "gone", lambda claim: [entry])
+        with pytest.raises(ClaimStatusError, match="a driver writes its own entries"):
+            await backend.update_claim_status(
+                "default", "c1", lambda claim: [{**entry, "driver": "x.example.com"}]
+            )
+    finally:
+        await backend.stop()
+        await stand_in.stop()

@@ -61,7 +61,7 @@ class SharedClaims:
             raise ClaimFetchError(f'resourceclaims.resource.k8s.io "{name}" not found')
         return claim_json(claim)
 
-    async def publish(self, devices: Sequence[PublishedDevice]) -> None:
+    async def publish(self, devices: Sequence[PublishedDevice], counter_sets: Sequence[object] = ()) -> None:
         self.published.append(list(devices))
 
 

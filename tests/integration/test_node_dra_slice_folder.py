@@ -116,3 +116,34 @@ async def test_bad_files_are_each_one_report_and_the_folder_is_still_followed(
     for name in ("fifo.yaml", "bomb.yaml", "deep.yaml", "deep.json"):
         assert sum(m.startswith(f"ResourceSlice file {name}:") for m in reports) == 1, name
     assert any("the callback failed once" in r.getMessage() for r in caplog.records)
+
+
+class _Fault(BaseException):
+    """What no `except Exception` catches: the only way the follower can end but by stop() (a file's
+    failure is that file's report, a read's is one log line)."""
+
+
+async def test_a_follower_that_dies_is_started_again_and_logged_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = tmp_path / "resourceslices"
+    folder.mkdir()
+    faults = [_Fault("the change callback's fault")]
+
+    def on_change() -> None:
+        if faults:
+            raise faults.pop()
+
+    slices = SliceFolder(folder, "node-1", on_change=on_change, poll_interval=0.05)
+    await slices.start()
+    try:
+        write(folder, "a.yaml", slice_yaml("a", "gpu.example.com", "gpu-0"))
+        await poll_async(lambda: not faults, "the follower to die", 10.0, interval=0.02)
+        # Started again: it reads the folder as it is, and every change after.
+        await poll_async(lambda: len(slices.view()) == 1, "the slice read again", 10.0, interval=0.02)
+        write(folder, "b.yaml", slice_yaml("b", "gpu.example.com", "gpu-1"))
+        await poll_async(lambda: len(slices.view()) == 2, "a slice written after", 10.0, interval=0.02)
+    finally:
+        await slices.stop()
+    stopped = [r.getMessage() for r in caplog.records if "stopped (" in r.getMessage()]
+    assert stopped == [f"following {folder} stopped (_Fault: the change callback's fault): started again"]

@@ -99,3 +99,24 @@ async def test_run_conformance_checks_a_dra_driver_object(tmp_path: Path) -> Non
     failed = await run_conformance(broken, timeout=8)
     assert [row.name for row in failed.failures] == ["dra-prepare"]
     assert "claim conformance-1: no device in the answer" in failed.failures[0].detail
+
+
+class Reporting(Gpus):
+    """Reports each prepared device Ready in its claim, as a driver writing KEP-4817 status does."""
+
+    async def prepare(self, claim: Claim) -> Sequence[PreparedDevice]:
+        for result in claim.results:
+            await self.set_device_condition(claim.ref, result, "Ready", reason="Prepared")
+        return [PreparedDevice(r, (f"gpu.example.com/gpu={r.device_id}",)) for r in claim.results]
+
+
+async def test_a_drivers_device_status_reaches_the_claim(dra_kubelet: StandInDRAKubelet) -> None:
+    await dra_kubelet.serve_plugin(Reporting())
+    await dra_kubelet.wait_registered(DRIVER)
+    dra_kubelet.add_claim("c1", {"gpu": "gpu-0"})
+    await dra_kubelet.prepare("c1")
+    [entry] = dra_kubelet.device_status("c1")
+    assert (entry["driver"], entry["device"]) == (DRIVER, "gpu-0")
+    assert [(c["type"], c["status"], c["reason"]) for c in entry["conditions"]] == [
+        ("Ready", "True", "Prepared")
+    ]

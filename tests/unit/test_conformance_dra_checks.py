@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubedevice.conformance.dra_checks import health_disagreement, read_slices, registration_check
+from kubedevice.conformance.dra_checks import Published, health_disagreement, read_slices, registration_check
 from kubedevice.conformance.dra_kubelet import DRARegistration
 from kubedevice.conformance.report import Result
 
@@ -67,7 +67,7 @@ def test_a_driver_that_exited_before_registering_says_so() -> None:
 
 
 def slice_doc(
-    devices: list[str], *, driver: str = "gpu.example.com", node: str = "n1", pool: str = "n1"
+    devices: list[str], *, driver: str = "gpu.example.com", node: str = "n1", pool: str = "n1", count: int = 1
 ) -> dict:
     return {
         "apiVersion": "resource.k8s.io/v1",
@@ -76,7 +76,7 @@ def slice_doc(
         "spec": {
             "driver": driver,
             "nodeName": node,
-            "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+            "pool": {"name": pool, "generation": 1, "resourceSliceCount": count},
             "devices": [{"name": d} for d in devices],
         },
     }
@@ -89,7 +89,7 @@ def write(tmp_path: Path, *documents: object) -> Path:
 
 
 def test_a_good_slice_file_reads_as_its_pool_and_devices(tmp_path: Path) -> None:
-    path = write(tmp_path, slice_doc(["gpu-0", "gpu-1"]), slice_doc(["gpu-2"]))
+    path = write(tmp_path, slice_doc(["gpu-0", "gpu-1"], count=2), slice_doc(["gpu-2"], count=2))
     published, problems = read_slices(path, "gpu.example.com", "n1")
     assert (published.pool, published.devices, problems) == ("n1", ("gpu-0", "gpu-1", "gpu-2"), [])
 
@@ -101,6 +101,32 @@ def test_a_good_slice_file_reads_as_its_pool_and_devices(tmp_path: Path) -> None
         ([slice_doc(["a"], driver="nic.example.com")], "document 1 is for driver 'nic.example.com'"),
         ([slice_doc(["a"], node="other")], "document 1 has nodeName 'other', not the node's 'n1'"),
         ([slice_doc(["a"]), slice_doc(["b"], pool="p2")], "2 pools ['n1', 'p2'] where one pool per node"),
+        (
+            [slice_doc(["a"]) | {"spec": slice_doc(["a"])["spec"] | {"sharedCounters": []}}],
+            'document 1: spec: Invalid value: "": only one of `sharedCounters` or `devices` is allowed '
+            "(the API server refuses it)",
+        ),
+        ([slice_doc(["a", "a"])], 'spec.devices[1]: Duplicate value: "a"'),
+        (
+            [
+                slice_doc([])
+                | {
+                    "spec": slice_doc([])["spec"]
+                    | {
+                        "devices": [
+                            {
+                                "name": "p",
+                                "consumesCounters": [
+                                    {"counterSet": "gpu-0-counters", "counters": {"memory": {"value": "1Gi"}}}
+                                ],
+                            }
+                        ]
+                    }
+                }
+            ],
+            'counter set "gpu-0-counters" referenced by device "p" not found',
+        ),
+        ([slice_doc(["a"]), slice_doc(["b"])], "resourceSliceCount ['1'] but 2 slices in the pool"),
     ],
 )
 def test_a_bad_slice_file_is_named(tmp_path: Path, documents: list[object], problem: str) -> None:
@@ -127,9 +153,21 @@ def test_a_slice_file_that_is_not_yaml_is_named(tmp_path: Path) -> None:
     ],
 )
 def test_published_devices_must_be_healthy(health: dict[str, str], text: str) -> None:
-    got = health_disagreement(["gpu-0", "gpu-1"], health)
+    got = health_disagreement(Published("n1", ("gpu-0", "gpu-1")), health)
     assert (got == "") if not text else got.startswith(text), got
 
 
-def test_an_unhealthy_device_left_out_of_the_slices_is_fine() -> None:
-    assert health_disagreement(["gpu-0"], {"gpu-0": "Healthy", "gpu-1": "Unhealthy"}) == ""
+def test_an_unhealthy_device_left_out_of_the_slices_or_tainted_is_fine() -> None:
+    health = {"gpu-0": "Healthy", "gpu-1": "Unhealthy"}
+    assert health_disagreement(Published("n1", ("gpu-0",)), health) == ""
+    assert health_disagreement(Published("n1", ("gpu-0", "gpu-1"), frozenset({"gpu-1"})), health) == ""
+
+
+def test_a_tainted_device_reads_as_tainted(tmp_path: Path) -> None:
+    doc = slice_doc([])
+    doc["spec"]["devices"] = [
+        {"name": "gpu-0", "taints": [{"key": "k", "effect": "NoExecute"}]},
+        {"name": "gpu-1", "taints": [{"key": "k", "effect": "None"}]},
+    ]
+    published, problems = read_slices(write(tmp_path, doc), "gpu.example.com", "n1")
+    assert (published.tainted, problems) == (frozenset({"gpu-0"}), [])

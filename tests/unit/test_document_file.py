@@ -7,10 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kubedevice.controlplane.slice_pools import parse_slice_file
 from kubedevice.node.manifest_folder import ManifestFolder
-from kubedevice.resource.document_file import ManifestError, load_documents
+from kubedevice.resource.document_file import PURE_WORDING_BYTES, ManifestError, load_documents
 
 POD_WITH_A_COLON = b"""apiVersion: v1
 kind: Pod
@@ -112,3 +113,24 @@ def test_both_folders_report_the_same_line(tmp_path: Path) -> None:
     assert errors["class.yaml"].startswith("looks like a Helm template ({{ at line 4, column 9)")
     (report,) = parse_slice_file("gpu.example.com.yaml", POD_WITH_A_COLON).errors
     assert report.message == "YAML error at line 8, column 13: mapping values are not allowed here"
+
+
+@pytest.mark.skipif(getattr(yaml, "CSafeLoader", None) is None, reason="libyaml's words need libyaml")
+def test_a_large_text_that_is_not_yaml_keeps_libyamls_words() -> None:
+    """Found by the fuzz suite: 2.8 MB of small flow items with an error at the end, read again by the pure
+    loader for its words, kept the manifest scan's thread for over 40 s (and every pod written meanwhile
+    waiting). Past PURE_WORDING_BYTES the error is libyaml's (go-yaml's words, as kubectl's); below, the
+    pure loader's as before."""
+    items = ",".join(["1"] * (PURE_WORDING_BYTES // 2))
+    with pytest.raises(ManifestError) as err:
+        load_documents("big.yaml", f"a: [{items}\nb: 1\n".encode())
+    assert str(err.value) == (
+        "YAML error at line 2, column 2: did not find expected ',' or ']' "
+        "(while parsing a flow sequence at line 1, column 4)"
+    )
+    with pytest.raises(ManifestError) as err:
+        load_documents("small.yaml", b"a: [1, 2\nb: 1\n")
+    assert str(err.value) == (
+        "YAML error at line 2, column 2: expected ',' or ']', but got ':' "
+        "(while parsing a flow sequence at line 1, column 4)"
+    )

@@ -151,3 +151,29 @@ def test_a_device_node_is_never_read(tmp_path: Path) -> None:
     os.mknod(tmp_path / "zero.yaml", 0o600 | stat.S_IFCHR, os.makedev(1, 5))
     with pytest.raises(ManifestError, match=r"^not a regular file \(a character device\)$"):
         read_document_file(tmp_path / "zero.yaml")
+
+
+def test_a_folder_a_broken_symlink_and_a_symlink_loop_are_each_one_line(tmp_path: Path) -> None:
+    """Found by the fuzz suite: a folder named like a manifest was skipped without a word (the kubelet logs
+    "Not recursing into manifest path"), and a broken symlink read as a file that "vanished" in the
+    manifest folder and as nothing at all in the slice folder."""
+    (tmp_path / "folder.yaml").mkdir()
+    (tmp_path / "folder.yaml" / "inside.yaml").write_text(POD)
+    os.symlink("missing.yaml", tmp_path / "broken.yaml")
+    os.symlink("loop.yaml", tmp_path / "loop.yaml")
+    expected = {
+        "folder.yaml": "not a regular file (a directory)",
+        "broken.yaml": f"symlink to {tmp_path / 'missing.yaml'}, which does not exist",
+        "loop.yaml": "cannot read: Too many levels of symbolic links",
+    }
+    folder = ManifestFolder(tmp_path)
+    assert folder.scan().errors == expected
+    assert folder.scan(names=sorted(expected)).errors == expected
+    assert {r.file: r.message for r in read_slices(tmp_path, "node-1").errors} == expected
+    # Removed: gone from a scan by names, with nothing left behind.
+    (tmp_path / "broken.yaml").unlink()
+    (tmp_path / "folder.yaml" / "inside.yaml").unlink()
+    (tmp_path / "folder.yaml").rmdir()
+    gone = folder.scan(names=["broken.yaml", "folder.yaml"])
+    assert (gone.errors, gone.covered) == ({}, {"broken.yaml", "folder.yaml"})
+    assert folder.scan().errors == {"loop.yaml": expected["loop.yaml"]}

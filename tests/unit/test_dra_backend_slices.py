@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import re
-from fractions import Fraction
 
 import pytest
 import yaml
 
 from kubedevice.plugin.dra.backend import slice_file
 from kubedevice.plugin.dra.backend.slices import (
-    MAX_DEVICES_PER_SLICE,
     SliceContentError,
     attribute_value,
+    body_key,
     device_json,
     device_name,
-    devices_key,
     pool_content,
-    quantity_value,
     standalone_slices,
 )
 from kubedevice.plugin.dra.backend_api import PublishedDevice
@@ -178,13 +175,14 @@ def test_duplicate_ids_and_name_collisions_are_refused() -> None:
         pool_content([dev("GPU-0"), dev(colliding)])
 
 
-def test_pool_is_sorted_and_cut_at_128() -> None:
-    devices = [dev(f"gpu-{i}") for i in range(300)]
-    content = pool_content(list(reversed(devices)))
-    assert [len(c) for c in content.chunks] == [MAX_DEVICES_PER_SLICE, MAX_DEVICES_PER_SLICE, 44]
-    names = [e["name"] for chunk in content.chunks for e in chunk]
-    assert names == sorted(f"gpu-{i}" for i in range(300))
-    assert content == pool_content(devices)  # the order given does not matter
+def test_pool_keeps_the_drivers_order_and_is_cut_at_128() -> None:
+    """The driver's order is its preference (upstream's allocator takes the first device that fits)."""
+    devices = [dev(f"gpu-{i}") for i in reversed(range(300))]
+    content = pool_content(devices)
+    assert [len(b["devices"]) for b in content.bodies] == [128, 128, 44]
+    names = [e["name"] for body in content.bodies for e in body["devices"]]
+    assert names == [f"gpu-{i}" for i in reversed(range(300))]
+    assert content == pool_content(devices)  # the same list, the same slices
 
 
 def test_no_device_is_one_empty_slice() -> None:
@@ -231,16 +229,28 @@ def test_slice_file_round_trip_and_generation(tmp_path: object) -> None:
     ("a", "b"),
     [("0.5Gi", "512Mi"), ("1", "1000m"), ("1k", "1e3"), ("2E", "2e18"), ("1Ki", "1024"), ("+.5", "500m")],
 )
-def test_quantities_compare_by_value(a: str, b: str) -> None:
-    assert quantity_value(a) == quantity_value(b)
+def test_body_key_ignores_how_a_quantity_is_written(a: str, b: str) -> None:
+    def body(q: str) -> dict[str, object]:
+        return {"devices": [{"name": "g", "capacity": {"m": {"value": q}}}]}
+
+    assert body_key(body(a)) == body_key(body(b))
+    assert body_key(body(a)) != body_key(body("3Gi"))
 
 
-def test_devices_key_ignores_how_a_quantity_is_written() -> None:
-    published = [{"name": "g", "attributes": {}, "capacity": {"m": {"value": "512Mi"}}}]
-    assert devices_key(published) == devices_key(
-        [{"name": "g", "attributes": {}, "capacity": {"m": {"value": "0.5Gi"}}}]
-    )
-    assert devices_key(published) != devices_key(
-        [{"name": "g", "attributes": {}, "capacity": {"m": {"value": "1Gi"}}}]
-    )
-    assert devices_key(published)[0][2] == {"m": Fraction(512 * 1024 * 1024)}
+def test_body_key_reads_counters_policies_and_taint_times_as_values() -> None:
+    def body(counter: str, default: str, values: list[str], added: str) -> dict[str, object]:
+        policy = {"default": default, "validValues": values}
+        return {
+            "devices": [
+                {
+                    "name": "g",
+                    "capacity": {"m": {"value": "1Gi", "requestPolicy": policy}},
+                    "consumesCounters": [{"counterSet": "s", "counters": {"m": {"value": counter}}}],
+                    "taints": [{"key": "k", "effect": "NoSchedule", "timeAdded": added}],
+                }
+            ]
+        }
+
+    a = body("0.5Gi", "1024Mi", ["512Mi", "1Gi"], "2026-07-24T10:00:00Z")
+    assert body_key(a) == body_key(body("512Mi", "1Gi", ["0.5Gi", "1024Mi"], "2026-07-24T12:00:00+02:00"))
+    assert body_key(a) != body_key(body("512Mi", "1Gi", ["0.5Gi", "1024Mi"], "2026-07-24T10:00:01Z"))

@@ -33,6 +33,8 @@ def test_the_cluster_role_grants_exactly_what_the_backend_calls() -> None:
     assert granted == {
         ("resource.k8s.io", "resourceclaims", "get"),
         ("resource.k8s.io", "resourceclaims", "list"),
+        ("resource.k8s.io", "resourceclaims/status", "update"),
+        ("resource.k8s.io", "resourceclaims/driver", "associated-node:update"),
         *(("resource.k8s.io", "resourceslices", verb) for verb in slice_verbs),
         ("", "nodes", "get"),
     }

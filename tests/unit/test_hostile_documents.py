@@ -151,6 +151,9 @@ def test_limit_keys_that_are_not_strings_are_refused() -> None:
 
 def test_control_characters_never_reach_a_log_line_raw() -> None:
     assert escaped("pod a\x1b[31mb\x00\n\x7f\x9b\ud800 é") == "pod a\\x1b[31mb\\x00\\x0a\\x7f\\x9b\\ud800 é"
+    # What reorders or breaks a terminal's line without a control character: a right-to-left override, an
+    # isolate, a mark, a line separator (found in names by the fuzz suite).
+    assert escaped("a\u202eb\u2066c\u200fd\u2028e") == "a\\u202eb\\u2066c\\u200fd\\u2028e"
     record = logging.LogRecord("x", logging.ERROR, "f", 1, "manifest %s: %s", ("\x1b[31m.yaml", "bad"), None)
     line = EscapingFormatter("%(levelname)s %(message)s").format(record)
     assert line == "ERROR manifest \\x1b[31m.yaml: bad"

@@ -302,7 +302,7 @@ BAD = [
     (
         slice_doc("s", [{"name": "a", "attributes": {"x": {"int": 1, "bool": True}}}]),
         "ResourceSlice s: spec.devices[0].attributes[x]: "
-        "must have exactly one of int, bool, string or version",
+        "must have exactly one of int, bool, string, version, ints, bools, strings or versions",
     ),
     (
         slice_doc("s", [{"name": "a", "attributes": {"x": {"version": "v1"}}}]),

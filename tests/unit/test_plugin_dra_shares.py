@@ -31,7 +31,14 @@ def test_each_share_gets_its_own_cdi_device_after_the_physical_ones() -> None:
         "default",
         "c",
         (
-            AllocatedDevice("a", "node-1", "gpu-0", "gpu-0", share_id=S1),
+            AllocatedDevice(
+                "a",
+                "node-1",
+                "gpu-0",
+                "gpu-0",
+                share_id=S1,
+                consumed_capacity={"memory": "10Gi", "compute": "5"},
+            ),
             AllocatedDevice("b", "node-1", "gpu-0", "gpu-0", share_id=S2),
             AllocatedDevice("b", "node-1", "gpu-1", "gpu-1"),
         ),
@@ -45,7 +52,14 @@ def test_each_share_gets_its_own_cdi_device_after_the_physical_ones() -> None:
     ]
     assert result.spec is not None and result.spec.kind == f"{DRIVER}/claim"
     assert [(d.name, d.edits.env) for d in result.spec.devices] == [
-        (f"{UID}-{S1}", (f"KUBEDEVICE_SHARE_GPU_0={S1}",)),
+        (
+            f"{UID}-{S1}",
+            (
+                f"KUBEDEVICE_SHARE_GPU_0={S1}",
+                "KUBEDEVICE_SHARE_GPU_0_COMPUTE=5",
+                "KUBEDEVICE_SHARE_GPU_0_MEMORY=10Gi",
+            ),
+        ),
         (f"{UID}-{S2}", (f"KUBEDEVICE_SHARE_GPU_0={S2}",)),
     ]
 

@@ -194,7 +194,8 @@ BAD_SLICES: list[tuple[dict[str, Any], str]] = [
     ),
     (
         slice_doc([{**d, "taints": [{"key": "k", "effect": "NoSchedule"}]} for d in MANY]),
-        "spec.devices: must have at most 64 items when a device has taints or consumes counters, has 65",
+        "spec.devices: must have at most 64 items when a device has taints, consumes counters or has list "
+        "attributes, has 65",
     ),
     (
         slice_doc([{"name": "a", "taints": [{"key": "k", "effect": "NoSchedule"}] * 17}]),

@@ -870,3 +870,22 @@ def test_mig_never_a_full_gpu_beside_its_partitions(
         return
     [result_] = allocate_documents(cel, documents, allocated=allocated)
     assert [r.device for r in result_.results] == [expected]
+
+
+def test_the_explanation_counts_the_devices_whose_counters_are_used_up(cel: CelSelectors) -> None:
+    """gpu-0 and gpu-1 taken whole: every partition's counters are used up (the "counters" rule), and
+    the full GPUs are in use."""
+    documents = [*CLASSES, *mig_pool(), profile("c", "1g")]
+    with pytest.raises(Unschedulable) as caught:
+        allocate_documents(cel, documents, allocated=[(DRIVER_A, POOL1, "gpu-0"), (DRIVER_A, POOL1, "gpu-1")])
+    (one,) = caught.value.explanation
+    assert [(r.rule, r.count, r.first, r.detail) for r in one.ruled_out] == [
+        ("in use", 2, f"{DRIVER_A}/{POOL1}/gpu-0", "held by an allocated claim"),
+        (
+            "request selector",
+            4,
+            f"{DRIVER_A}/{POOL1}/gpu-0-3g-0",
+            'device.attributes["driver-a"].profile == "1g"',
+        ),
+        ("counters", 14, f"{DRIVER_A}/{POOL1}/gpu-0-1g-0", "the shared counters it consumes are used up"),
+    ]

@@ -12,6 +12,7 @@ import pytest
 
 import kubedevice.plugin
 import kubedevice.plugin.cdi
+import kubedevice.plugin.dra
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,7 +35,8 @@ def test_the_committed_page_is_a_fresh_render() -> None:
 
 
 def test_every_public_name_of_the_sdk_has_a_section() -> None:
-    public = set(kubedevice.plugin.__all__) | set(kubedevice.plugin.cdi.__all__)
+    packages = (kubedevice.plugin, kubedevice.plugin.cdi, kubedevice.plugin.dra)
+    public = {name for package in packages for name in package.__all__}
     assert GEN.documented_names() == public
     page = (ROOT / "docs" / "sdk.md").read_text(encoding="utf-8")
     headings = {

@@ -28,6 +28,7 @@ from kubedevice.dra.errors import DRACallError
 from kubedevice.dra.types import DriverClaim
 from kubedevice.plugin.cdi import scan_spec_dirs
 from kubedevice.plugin.dra.backend.slice_file import slice_file
+from kubedevice.resource.slice_rules import validate_pool, validate_slice_spec
 from kubedevice.wording import counted
 
 DRA_REGISTRATION = "dra-registration"
@@ -55,6 +56,8 @@ DRA_CHECK_NAMES = (
 UNKNOWN_DEVICE = "kubedevice-conformance-no-such-device"
 #: How often the slice file and the health cache are looked at while waiting for them to agree.
 RECHECK_S = 0.05
+#: The taint effects that keep new allocations off a device: an unhealthy device may be published so.
+BLOCKING = ("NoSchedule", "NoExecute")
 
 
 def registration_check(
@@ -104,14 +107,18 @@ def registration_check(
 
 @dataclass(frozen=True)
 class Published:
-    """What the slice file says: the pool and its device names (empty when nothing could be read)."""
+    """What the slice file says: the pool and its device names (empty when nothing could be read), and
+    those with a taint that keeps new allocations off them (NoSchedule, NoExecute)."""
 
     pool: str = ""
     devices: tuple[str, ...] = ()
+    tainted: frozenset[str] = frozenset()
 
 
 def read_slices(path: Path, driver: str, node_name: str) -> tuple[Published, list[str]]:
-    """The slice file's pool and devices, and what is wrong with it (blocking: call from a thread)."""
+    """The slice file's pool and devices, and what is wrong with it: a document the API server would
+    refuse (its validation, resource.slice_rules), a pool that does not hold together (a device consuming
+    a counter set it lacks...), another driver or node (blocking: call from a thread)."""
     try:
         documents = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
     except (OSError, yaml.YAMLError, UnicodeDecodeError) as err:
@@ -119,6 +126,8 @@ def read_slices(path: Path, driver: str, node_name: str) -> tuple[Published, lis
     problems: list[str] = []
     pools: set[str] = set()
     devices: list[str] = []
+    tainted: set[str] = set()
+    specs: list[dict[str, Any]] = []
     for number, document in enumerate(documents, 1):
         spec = document.get("spec") if isinstance(document, dict) else None
         if (
@@ -135,16 +144,32 @@ def read_slices(path: Path, driver: str, node_name: str) -> tuple[Published, lis
                 f"{path}: document {number} has nodeName {spec.get('nodeName')!r}, "
                 f"not the node's {node_name!r}"
             )
+        refusals = validate_slice_spec(spec)
+        problems += [f"{path}: document {number}: {e} (the API server refuses it)" for e in refusals[:3]]
+        if len(refusals) > 3:
+            problems.append(f"{path}: document {number}: {len(refusals) - 3} more refusals")
+        specs.append(spec)
         pool = spec.get("pool")
         if isinstance(pool, dict) and isinstance(pool.get("name"), str):
             pools.add(pool["name"])
         for device in spec.get("devices") or []:
             if isinstance(device, dict) and isinstance(device.get("name"), str):
                 devices.append(device["name"])
+                taints = device.get("taints") or ()
+                if any(isinstance(t, dict) and t.get("effect") in BLOCKING for t in taints):
+                    tainted.add(device["name"])
     if len(pools) > 1:
         problems.append(f"{path}: {len(pools)} pools {sorted(pools)} where one pool per node is expected")
     pool = sorted(pools)[0] if pools else ""
-    return Published(pool, tuple(dict.fromkeys(devices))), problems
+    if not problems:
+        problems += [f"{path}: {p}" for p in validate_pool(pool, specs)]
+        counts = {(s.get("pool") or {}).get("resourceSliceCount") for s in specs}
+        if counts != {len(specs)}:
+            problems.append(
+                f"{path}: resourceSliceCount {sorted(map(str, counts))} but {counted(len(specs), 'slice')} "
+                "in the pool — count every slice, those of counter sets too"
+            )
+    return Published(pool, tuple(dict.fromkeys(devices)), frozenset(tainted)), problems
 
 
 async def slices_check(
@@ -162,7 +187,7 @@ async def slices_check(
         if await asyncio.to_thread(path.exists):
             published, problems = await asyncio.to_thread(read_slices, path, driver, kubelet.node_name)
             health = {device: info.health for (_, device), info in kubelet.device_health(driver).items()}
-            disagreement = health_disagreement(published.devices, health) if has_health else ""
+            disagreement = health_disagreement(published, health) if has_health else ""
             if not problems and not disagreement:
                 break
         if loop.time() >= deadline:
@@ -181,17 +206,19 @@ async def slices_check(
     return findings.result(), published
 
 
-def health_disagreement(published: Sequence[str], health: Mapping[str, str]) -> str:
+def health_disagreement(published: Published, health: Mapping[str, str]) -> str:
+    """Why the slices and the health stream disagree: a published device the stream does not report, or
+    one it reports unhealthy that is published without a taint keeping allocations off it."""
     if not health:
         return "the health stream reported no device"
-    unreported = [d for d in published if d not in health]
+    unreported = [d for d in published.devices if d not in health]
     if unreported:
         return f"published devices {short_list(unreported)} are missing from the health stream"
-    unhealthy = [d for d in published if health[d] != "Healthy"]
+    unhealthy = [d for d in published.devices if health[d] != "Healthy" and d not in published.tainted]
     if unhealthy:
         return (
-            f"published devices {short_list(unhealthy)} are not HEALTHY in the health stream: "
-            "publish healthy devices only"
+            f"published devices {short_list(unhealthy)} are not HEALTHY in the health stream: publish "
+            "healthy devices only, or taint the unhealthy ones (NoSchedule or NoExecute)"
         )
     return ""
 

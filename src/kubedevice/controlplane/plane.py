@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection, Iterable, Sequence, Set
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,6 +48,7 @@ from kubedevice.dra.claim_names import pod_claim_names
 from kubedevice.dra.types import DRAPod
 from kubedevice.manager.types import Pod
 from kubedevice.resource.model import ClaimDocument, DRADocuments
+from kubedevice.resource.node_labels import node_labels as node_labels_of
 from kubedevice.resource.pod_claims import PodClaims
 from kubedevice.scheduler.cel import CelSelectors
 from kubedevice.tasks import Signal
@@ -84,12 +85,15 @@ class ControlPlane:
         slice_folder: Path,
         *,
         node_name: str,
+        node_labels: Mapping[str, str] | None = None,
         use_inotify: bool = True,
         binding_timeout: float = BINDING_TIMEOUT_S,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         taint_times: TaintTimes | None = None,
     ) -> None:
         self.node_name = node_name
+        #: The node's labels, matched by node selectors (`kubernetes.io/hostname=<node_name>` by default).
+        self.node_labels = node_labels_of(node_name, node_labels)
         self.store = store
         #: When each NoExecute taint without `timeAdded` was first seen (`device_taints.json`).
         self.taint_times = taint_times or TaintTimes(store_file.path.parent / TAINT_TIMES_NAME)
@@ -106,7 +110,11 @@ class ControlPlane:
         #: Compiles selectors as the manifests are read and evaluates them in allocations (one cache).
         self.selectors = CelSelectors()
         self.slices = SliceFolder(
-            slice_folder, node_name, on_change=self.changed.fire, use_inotify=use_inotify
+            slice_folder,
+            node_name,
+            node_labels=self.node_labels,
+            on_change=self.changed.fire,
+            use_inotify=use_inotify,
         )
 
     @classmethod
@@ -116,6 +124,7 @@ class ControlPlane:
         slice_folder: Path,
         *,
         node_name: str,
+        node_labels: Mapping[str, str] | None = None,
         use_inotify: bool = True,
         binding_timeout: float = BINDING_TIMEOUT_S,
         fault: Callable[[str], None] | None = None,
@@ -132,6 +141,7 @@ class ControlPlane:
             store_file,
             slice_folder,
             node_name=node_name,
+            node_labels=node_labels,
             use_inotify=use_inotify,
             binding_timeout=binding_timeout,
             taint_times=taint_times,
@@ -208,6 +218,7 @@ class ControlPlane:
             cache=cache,
             selectors=self.selectors,
             now=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            node_labels=self.node_labels,
         )
         step = dra_step(pod, claims, routes or ExtendedRoutes(), self.store, context)
         self._apply(step.updates)

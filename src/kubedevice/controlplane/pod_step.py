@@ -53,6 +53,7 @@ from kubedevice.scheduler.allocator import (
     check_admin_access,
 )
 from kubedevice.scheduler.cel import CelSelectors
+from kubedevice.scheduler.explanation import RequestExplanation
 from kubedevice.scheduler.request import UNSCHEDULABLE
 
 __all__ = [
@@ -79,15 +80,19 @@ class DRAContext:
     #: Now, as metav1.Time writes it: an allocation made now gets it as its `allocationTimestamp`, which
     #: the binding timeout counts from ("": none written).
     now: str = ""
+    #: The node's labels, matched by node selectors (`kubernetes.io/hostname` among them).
+    node_labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class Waiting:
-    """Why a pod stays Pending: its status reason, message and (for a missing template) detail."""
+    """Why a pod stays Pending: its status reason, message and (for a missing template) detail; and, when
+    the search found nothing, per request what ruled the devices out (`Unschedulable.explanation`)."""
 
     reason: str
     message: str
     detail: str = ""
+    explanation: tuple[RequestExplanation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,13 +236,14 @@ class _Step:
             in_use=allocated.in_use,
             namespaces=context.documents.namespaces,
             node_name=context.node_name,
+            node_labels=context.node_labels,
             consumed_capacity=allocated.consumed_capacity,
             taint_rules=tuple(context.documents.taint_rules.values()),
         )
         try:
             allocations = allocate(request, context.selectors)
         except Unschedulable as err:
-            return Waiting(UNSCHEDULABLE, err.message)
+            return Waiting(UNSCHEDULABLE, err.message, explanation=err.explanation)
         stamp = context.now or None
         for (key, claim), allocation in zip(wanted, allocations, strict=True):
             allocation = replace(allocation, allocation_timestamp=stamp)

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,19 +39,23 @@ def is_slice_name(name: str) -> bool:
 
 
 class SliceFolder:
-    """The slices of `folder` for node `node_name`; `on_change()` is called after a read that changed them."""
+    """The slices of `folder` for node `node_name` (with `node_labels`, matched by the slices' node
+    selectors; by default only `kubernetes.io/hostname`); `on_change()` is called after a read that
+    changed them."""
 
     def __init__(
         self,
         folder: Path,
         node_name: str,
         *,
+        node_labels: Mapping[str, str] | None = None,
         on_change: Callable[[], None] | None = None,
         use_inotify: bool = True,
         poll_interval: float = 0.2,
     ) -> None:
         self.folder = folder
         self.node_name = node_name
+        self.node_labels = dict(node_labels) if node_labels is not None else None
         self._on_change = on_change
         self._scan = SliceScan()
         self._watch = DirectoryWatch(
@@ -132,7 +136,7 @@ class SliceFolder:
             self._watch.changed.clear()
 
     async def _read(self) -> None:
-        scan = await asyncio.to_thread(read_slices, self.folder, self.node_name)
+        scan = await asyncio.to_thread(read_slices, self.folder, self.node_name, self.node_labels)
         if scan == self._scan:
             return
         old = {*self._scan.errors, *self._scan.warnings}

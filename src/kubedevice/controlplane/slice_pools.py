@@ -19,12 +19,14 @@ from typing import Any
 from kubedevice.resource.document_file import (
     MANIFEST_SUFFIXES,
     ManifestError,
+    broken_symlink,
     load_documents,
     read_document_file,
 )
 from kubedevice.resource.documents import check_kind
 from kubedevice.resource.fields import DocumentError
 from kubedevice.resource.model import ResourceSliceDocument
+from kubedevice.resource.node_labels import node_labels as node_labels_of
 from kubedevice.resource.slice_document import parse_slice
 from kubedevice.scheduler.pools import SliceReport, SliceScan, gather_pools
 from kubedevice.wording import failure_line
@@ -75,9 +77,11 @@ def gather_slices(
     files: Iterable[SliceFile], node_name: str, node_labels: Mapping[str, str] | None = None
 ) -> SliceScan:
     """The slices of `files` (taken in name order) that are this node's, gathered into pools; each
-    file's own errors are reported before those of its slices."""
+    file's own errors are reported before those of its slices. `node_labels` defaults to
+    `kubernetes.io/hostname=<node_name>` alone."""
     ordered = sorted(files, key=lambda f: f.file)
-    scan = gather_pools((s for f in ordered for s in f.slices), node_name, node_labels)
+    labels = node_labels if node_labels is not None else node_labels_of(node_name)
+    scan = gather_pools((s for f in ordered for s in f.slices), node_name, labels)
     by_file: dict[str, list[SliceReport]] = {}
     for error in scan.errors:
         by_file.setdefault(error.file, []).append(error)
@@ -85,8 +89,9 @@ def gather_slices(
     return replace(scan, errors=tuple(errors))
 
 
-def read_slices(folder: Path, node_name: str) -> SliceScan:
-    """Every slice file of `folder` (`.yaml`, `.yml`, `.json`, not hidden), read now. Blocking."""
+def read_slices(folder: Path, node_name: str, node_labels: Mapping[str, str] | None = None) -> SliceScan:
+    """Every slice file of `folder` (`.yaml`, `.yml`, `.json`, not hidden), read now, for node
+    `node_name` with `node_labels` (by default only `kubernetes.io/hostname`). Blocking."""
     try:
         names = sorted(
             n for n in os.listdir(folder) if not n.startswith(".") and n.endswith(MANIFEST_SUFFIXES)
@@ -99,12 +104,14 @@ def read_slices(folder: Path, node_name: str) -> SliceScan:
     for name in names:
         path = folder / name
         try:
-            if path.is_dir():
-                continue
-            # A FIFO, a device or a socket is refused, never opened for reading; the size is capped.
+            # A FIFO, a device, a socket or a folder is refused, never opened for reading; the size is
+            # capped.
             content = read_document_file(path)
         except FileNotFoundError:
-            continue  # removed since the listing (a driver's file is replaced by rename)
+            broken = broken_symlink(path)
+            if broken is not None:
+                files.append(SliceFile(name, errors=(SliceReport(name, "", broken),)))
+            continue  # else removed since the listing (a driver's file is replaced by rename)
         except ManifestError as err:
             files.append(SliceFile(name, errors=(SliceReport(name, "", str(err)),)))
             continue
@@ -114,4 +121,4 @@ def read_slices(folder: Path, node_name: str) -> SliceScan:
             )
             continue
         files.append(parse_slice_file(name, content))
-    return gather_slices(files, node_name)
+    return gather_slices(files, node_name, node_labels)

@@ -116,10 +116,15 @@ def slices_view(folder: SliceFolder) -> dict[str, Any]:
 
 
 def node_dra_view(
-    node_name: str, dra: DRAManager, folder: SliceFolder, warnings: list[str] | None = None
+    node_name: str,
+    dra: DRAManager,
+    folder: SliceFolder,
+    warnings: list[str] | None = None,
+    node_labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """What `/node` adds: the node's name, the registered DRA drivers and their slices' devices, and the
-    `warnings` of extended resources offered both by a device plugin and by a DeviceClass."""
+    """What `/node` adds: the node's name and labels, the registered DRA drivers and their slices'
+    devices, and the `warnings` of extended resources offered both by a device plugin and by a
+    DeviceClass."""
     devices = folder.devices_by_driver()
     drivers: dict[str, Any] = {}
     for status in dra.drivers():
@@ -139,7 +144,7 @@ def node_dra_view(
     # Slices of drivers that are not registered stay usable by the allocator: shown too.
     unregistered = {d: {"devices": v} for d, v in sorted(devices.items()) if d not in drivers}
     return {
-        **node_answer(node_name),
+        **node_answer(node_name, node_labels),
         "draDrivers": drivers,
         "unregisteredSliceDrivers": unregistered,
         "extendedResourceWarnings": list(warnings or ()),

@@ -137,6 +137,12 @@ def node(
         "--node-name",
         help="The node's name, for which DRA plugins publish ResourceSlices [default: the host name].",
     ),
+    node_labels: str = typer.Option(
+        "",
+        "--node-labels",
+        help="KEY=VALUE,...: the node's labels, matched by ResourceSlices' nodeSelector "
+        "[kubernetes.io/hostname=NODE-NAME is set unless given].",
+    ),
     dra_state_recovery: str = typer.Option(
         "refuse",
         "--dra-state-recovery",
@@ -174,6 +180,12 @@ def node(
     if dra_state_recovery not in ("refuse", "move-aside"):
         fail(f"--dra-state-recovery {dra_state_recovery!r} is not a recovery — give refuse or move-aside")
     name = _node_name(node_name)
+    from kubedevice.resource.node_labels import parse_node_labels
+
+    try:
+        labels = parse_node_labels(node_labels)
+    except ValueError as err:
+        fail(f"--node-labels: {err} — write KEY=VALUE,KEY=VALUE with label keys and values")
     check_folder("--root-dir", root)
     if manifests is not None:
         check_folder("--pod-manifest-path", manifests)
@@ -192,6 +204,7 @@ def node(
         topology=topology,
         numa_nodes=numa_nodes,
         node_name=name,
+        node_labels=labels,
         dra_reconcile_period=_positive_duration("--dra-reconcile-period", dra_reconcile_period),
         dra_state_recovery="move-aside" if dra_state_recovery == "move-aside" else "refuse",
         dra_binding_timeout=_binding_timeout(dra_binding_timeout),

@@ -22,6 +22,7 @@ from kubedevice.api.constants import (
     PRE_START_CONTAINER_TIMEOUT_S,
 )
 from kubedevice.checkpoint import WRITE_STAGES
+from kubedevice.resource.node_labels import node_labels
 from kubedevice.statusapi.paths import NodePaths
 from kubedevice.topology import TopologyConfig
 
@@ -85,6 +86,8 @@ class NodeConfig:
     numa_nodes: int | None = None
     #: The node's name: the `spec.nodeName` DRA plugins publish their ResourceSlices for.
     node_name: str = field(default_factory=lambda: socket.gethostname().strip().lower())
+    #: `--node-labels`: the node's labels besides `kubernetes.io/hostname` (which one given here replaces).
+    node_labels: Mapping[str, str] = field(default_factory=dict)
     #: What an unreadable DRA checkpoint does at start: refuse the start, or move the file aside.
     dra_state_recovery: DRAStateRecovery = "refuse"
     #: How often the DRA manager unprepares the claims of pods that are gone (the kubelet's 60 s).
@@ -96,6 +99,12 @@ class NodeConfig:
     #: How long a pod waits for the binding conditions of its allocated devices before the allocation is
     #: undone and made again (the scheduler's `bindingTimeout`, 600 s).
     dra_binding_timeout: float = DRA_BINDING_TIMEOUT_S
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The node's labels, matched by the node selectors of ResourceSlices: `kubernetes.io/hostname`
+        set to the node's name, then `node_labels`."""
+        return node_labels(self.node_name, self.node_labels)
 
 
 class NodeStartError(Exception):

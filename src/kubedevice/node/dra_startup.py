@@ -66,6 +66,7 @@ async def start_dra(
             paths.root,
             paths.resourceslices,
             node_name=config.node_name,
+            node_labels=config.labels,
             use_inotify=config.use_inotify,
             binding_timeout=config.dra_binding_timeout,
             fault=store_fault,

@@ -30,6 +30,7 @@ from kubedevice.node.manifests import ManifestFile, PodManifest, parse_file
 from kubedevice.resource.document_file import (
     MANIFEST_SUFFIXES,
     ManifestError,
+    broken_symlink,
     read_document_file,
 )
 from kubedevice.resource.model import DRADocuments, SelectorCompiler
@@ -52,6 +53,9 @@ class ScanResult:
     pods: list[PodManifest] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
     covered: frozenset[str] | None = None
+    #: False when the folder could not be listed (its error is in `errors`): the scan says nothing about
+    #: the pods, as the kubelet's file source sends no update then.
+    listed: bool = True
     dra: DRADocuments = field(default_factory=DRADocuments)
     dra_changed: bool = False
 
@@ -103,6 +107,10 @@ class ManifestFolder:
         else:
             wanted = {n for n in names if is_manifest_name(n)} | self._clashing | set(self._dra.clashing)
             result = self._scan_names(sorted(wanted))
+        if not result.listed:
+            # Nothing is known of the files: what the last scan found stands.
+            result.dra, result.dra_changed = self._dra.documents(frozenset(self._errors), self._errors)
+            return result
         self._check_dra_clashes(result)
         self._check_clashes(result, known_uids)
         self._collect_dra(result)
@@ -129,12 +137,13 @@ class ManifestFolder:
             entries = []
         except OSError as err:
             result.errors[str(self.folder)] = f"cannot list the manifest folder: {err.strerror or err}"
+            result.listed = False
             return result
         real_folder = os.path.realpath(self.folder)
         seen: set[str] = set()
         for entry in entries:
             name = entry.name
-            if not is_manifest_name(name) or _is_dir(entry):
+            if not is_manifest_name(name):
                 continue
             seen.add(name)
             self._add(result, name, self._read(name, entry.path, entry.is_symlink(), real_folder))
@@ -150,17 +159,13 @@ class ManifestFolder:
         for name in names:
             path = os.path.join(self.folder, name)
             try:
-                mode = os.lstat(path).st_mode
-                symlink = stat.S_ISLNK(mode)
-                is_dir = os.path.isdir(path) if symlink else stat.S_ISDIR(mode)
-            except FileNotFoundError:
-                is_dir = True  # gone: like a folder, it gives no pods
-            except OSError as err:
-                result.errors[name] = f"cannot read: {err.strerror or err}"
-                continue
-            if is_dir:
+                symlink = stat.S_ISLNK(os.lstat(path).st_mode)
+            except FileNotFoundError:  # gone: it gives no pods
                 self._cache.pop(name, None)
                 self._dra.set_file(name, [])
+                continue
+            except OSError as err:
+                result.errors[name] = f"cannot read: {err.strerror or err}"
                 continue
             self._add(result, name, self._read(name, path, symlink, real_folder))
         return result
@@ -192,7 +197,7 @@ class ManifestFolder:
             content = read_document_file(path)
         except FileNotFoundError:
             self._cache.pop(name, None)
-            return None, "the file vanished while it was read"
+            return None, broken_symlink(path) or "the file vanished while it was read"
         except ManifestError as err:
             self._cache.pop(name, None)
             return None, str(err)
@@ -285,12 +290,3 @@ class ManifestFolder:
 
 def _entry_name(entry: os.DirEntry[str]) -> str:
     return entry.name
-
-
-def _is_dir(entry: os.DirEntry[str]) -> bool:
-    """`Path.is_dir()` of the entry (symlinks followed); an entry that cannot be checked is read, and
-    the read reports why."""
-    try:
-        return entry.is_dir()
-    except OSError:
-        return False

@@ -109,6 +109,16 @@ def parse_file(
     return ManifestFile(pods, documents)
 
 
+def parse_pod(doc: Any, file_name: str, source: str | None = None) -> PodManifest:
+    """One decoded Pod document, checked as in a manifest file (`source`: where it was read, part of its
+    default UID; `file_name` when not given). Raises ManifestError."""
+    try:
+        check_kind(doc, ("Pod",))
+    except DocumentError as err:
+        raise ManifestError(str(err)) from None
+    return _parse_pod(doc, "", file_name, file_name if source is None else source)
+
+
 def _check_unique(pods: list[PodManifest], documents: list[DRADocument]) -> None:
     seen: set[tuple[str, str]] = set()
     for m in pods:

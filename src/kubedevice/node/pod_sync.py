@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Iterable
 
 from kubedevice.controlplane.plane import ControlPlane
 from kubedevice.manager import DeviceManager, DeviceManagerError
@@ -86,9 +87,13 @@ class PodSync:
             name="manifests",
         )
         self._scan_task: asyncio.Task[None] | None = None
+        #: The folder has been read once (and what ran before restored): the kubelet's sources are ready.
+        self._first_scan_done = False
 
     async def start(self) -> None:
-        """Read the folder once (restoring what ran before), then follow it."""
+        """Read the folder once (restoring what ran before), then follow it. A first read that fails is
+        logged and tried again at the next scan; until one succeeds no pod is restored, admitted or
+        garbage-collected (the kubelet's sources are not ready)."""
         # Watching starts before the first scan, so a manifest written during it is not missed.
         self._manifest_watch.start()
         await self._first_scan(self._manager)
@@ -105,13 +110,17 @@ class PodSync:
         await self._workers.stop()
 
     async def _first_scan(self, manager: DeviceManager) -> None:
+        result = await self._scan()
+        if result is not None:
+            self._report_bad_files(result)
+        if result is None or not result.listed:
+            return  # the sources are not ready: nothing restored, admitted or freed until a scan reads them
+        self._first_scan_done = True
         saved = await asyncio.to_thread(self._state.load)
         checkpointed = manager.pod_uids()
         rebooted = self._state.saved_boot_id not in (None, self._state.boot_id)
         if rebooted:
             log.info("the node rebooted: pods in the checkpoint are admitted again, with checks")
-        result = await asyncio.to_thread(self._folder.scan)
-        self._report_bad_files(result)
         self._control.update_documents(result.dra)
         new: list[PodRecord] = []
         restored: list[str] = []
@@ -163,24 +172,34 @@ class PodSync:
         watch = self._manifest_watch
         while True:
             names = watch.take_names() if await watch.wait_within(self.config.rescan_interval) else None
-            try:
-                result = await asyncio.to_thread(self._folder.scan, self.pods.uids(), names)
-            except Exception as err:
-                # A scan failure must never stop the daemon: one line (a file's failure is already that
-                # file's error, so this is a bug, not an input), and the next full scan tries again.
-                log.error(
-                    "scanning %s failed, tried again at the next scan: %s",
-                    self.paths.manifests,
-                    failure_line(err),
-                )
+            if not self._first_scan_done:
+                await self._first_scan(self._manager)
                 continue
-            await self._reconcile(result)
+            result = await self._scan(names)
+            if result is not None:
+                await self._reconcile(result)
+
+    async def _scan(self, names: Iterable[str] | None = None) -> ScanResult | None:
+        """The folder's files (those named, or all), or None when the scan failed."""
+        try:
+            return await asyncio.to_thread(self._folder.scan, self.pods.uids(), names)
+        except Exception as err:
+            # A scan failure must never stop the daemon: one line (a file's failure is already that file's
+            # error, so this is a bug, not an input), and the next scan tries again.
+            log.error(
+                "scanning %s failed, tried again at the next scan: %s",
+                self.paths.manifests,
+                failure_line(err),
+            )
+            return None
 
     async def _restore_running(self, record: PodRecord) -> bool:
         return await restore_running(self._topology, self._manager, self._control, self._dynamic, record)
 
     async def _reconcile(self, result: ScanResult) -> None:
         self._report_bad_files(result)
+        if not result.listed:
+            return  # nothing is known of the pods: they stay as they are (the kubelet sends no update)
         self._control.update_documents(result.dra)
         current = {m.uid: m for m in result.pods}
         changed = False
@@ -264,7 +283,9 @@ class PodSync:
 
     def _report_bad_files(self, result: ScanResult) -> None:
         errors = result.errors
-        if result.covered is not None:
+        if not result.listed:
+            errors = self.bad_files | errors
+        elif result.covered is not None:
             errors = {f: e for f, e in self.bad_files.items() if f not in result.covered} | errors
         for file, error in sorted(errors.items()):
             if self.bad_files.get(file) != error:

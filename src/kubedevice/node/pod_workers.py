@@ -51,6 +51,7 @@ from kubedevice.node.dynamic_resources import DynamicResources
 from kubedevice.node.metrics import NodeMetrics
 from kubedevice.node.pod_restore import pod_name
 from kubedevice.node.pods import ADMISSION_ERROR_REASON, PodRecord, PodTable
+from kubedevice.scheduler.explanation import RequestExplanation
 from kubedevice.scheduler.request import SCHEDULER_ERROR, UNSCHEDULABLE
 from kubedevice.tasks import Signal, cancel_and_wait, wait_any
 from kubedevice.topology import TopologyManager
@@ -307,6 +308,7 @@ class PodWorkers:
             if prepared:
                 if record.reason in (PREPARE_FAILED, UNSCHEDULABLE, SCHEDULER_ERROR, BINDING_PENDING):
                     record.reason, record.message, record.detail = "", "", ""
+                record.explanation = ()
                 break
             if not started.done():
                 started.set_result(None)
@@ -325,7 +327,7 @@ class PodWorkers:
         record.dra_pod = scheduled.pod
         waiting = scheduled.waiting
         if waiting is not None:
-            self._wait(record, waiting.reason, waiting.message, waiting.detail)
+            self._wait(record, waiting.reason, waiting.message, waiting.detail, waiting.explanation)
             return False, scheduled.retry_at
         error = await dynamic.prepare(scheduled.pod)
         if error is not None:
@@ -341,11 +343,22 @@ class PodWorkers:
             return period
         return min(period, max(0.0, (retry_at - self._control.clock()).total_seconds()) + 0.01)
 
-    def _wait(self, record: PodRecord, reason: str, message: str, detail: str = "") -> None:
-        """The pod stays Pending: why, said in the log when it changed."""
+    def _wait(
+        self,
+        record: PodRecord,
+        reason: str,
+        message: str,
+        detail: str = "",
+        explanation: tuple[RequestExplanation, ...] = (),
+    ) -> None:
+        """The pod stays Pending: why, said in the log when it changed (with, at debug level, what ruled
+        each request's devices out)."""
         if record.message != message:
             log.warning("pod %s waits: %s", pod_name(record.pod), message)
+            for request in explanation:
+                log.debug("pod %s waits: %s", pod_name(record.pod), request.text())
         record.reason, record.message, record.detail = reason, message, detail
+        record.explanation = explanation
 
     async def _tidy_loop(self) -> None:
         """The DRA manager's reconcile pass, then the claim store brought in line with what it unprepared

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from kubedevice.dra.types import DRAPod
     from kubedevice.node.manifests import PodManifest
     from kubedevice.node.state import SavedPod
+    from kubedevice.scheduler.explanation import RequestExplanation
 
 PodPhase = Literal["Pending", "Running", "Failed", "Succeeded"]
 PHASES: tuple[PodPhase, ...] = ("Pending", "Running", "Failed", "Succeeded")
@@ -34,6 +35,9 @@ class PodRecord:
     warnings: list[str] = field(default_factory=list)
     #: `status.conditions` the daemon set (an eviction's DisruptionTarget); saved with a terminated pod.
     conditions: tuple[PodCondition, ...] = ()
+    #: While it waits for its claims because the search found nothing: per request, what ruled the
+    #: devices out (the scheduler's Unschedulable.explanation); not saved.
+    explanation: tuple[RequestExplanation, ...] = ()
     #: container name -> run options computed when it started (None: it holds no devices).
     run_options: dict[str, RunContainerOptions | None] = field(default_factory=dict)
     _phase: PodPhase = "Pending"

@@ -68,7 +68,9 @@ class StatusAPI:
 
         view = views.node_view(self.manager, self.checkpoint, self.topology, self.scope)
         warnings = self.control.coexistence_warnings(view["resources"])
-        view.update(node_dra_view(self.node_name, self.dra, self.control.slices, warnings))
+        view.update(
+            node_dra_view(self.node_name, self.dra, self.control.slices, warnings, self.control.node_labels)
+        )
         return Response.json(view)
 
     def _pods(self) -> Response:

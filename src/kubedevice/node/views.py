@@ -135,6 +135,9 @@ def pod_view(
         # The daemon's own why of a refusal, and what a pod runs without: beyond the kubelet's status.
         "detail": record.detail,
         "warnings": list(record.warnings),
+        # Why a Pending pod's claims could not be allocated, per request (null when that is not why it
+        # waits): beyond the scheduler's message, which devices each rule ruled out.
+        "waiting": waiting_view(record),
         "resourceClaims": claims.pod_claims(record) if claims is not None else [],
         # The special claim of the extended resources DRA meets, as `status.extendedResourceClaimStatus`.
         "extendedResourceClaimStatus": claims.extended_claim(record) if claims is not None else None,
@@ -152,6 +155,14 @@ def _status(record: PodRecord, claims: PodClaimsView | None) -> dict[str, Any]:
     if record.conditions:
         status = {**status, "conditions": [c.to_json() for c in record.conditions]}
     return status
+
+
+def waiting_view(record: PodRecord) -> dict[str, Any] | None:
+    """`{"reason": ..., "requests": [RequestExplanation.to_json(), ...]}` while the pod is Pending
+    because the search found nothing; None otherwise."""
+    if record.phase != "Pending" or not record.explanation:
+        return None
+    return {"reason": record.reason, "requests": [e.to_json() for e in record.explanation]}
 
 
 def allocated_resources_status(

@@ -20,13 +20,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from kubedevice.plugin.cdi.spec import CDISpec
+from kubedevice.plugin.dra.device_model import CounterSet, DeviceTaint
 from kubedevice.plugin.model import Allocation, Device, PluginOptions
+from kubedevice.resource.device_status import DeviceCondition, NetworkDeviceData
 
 if TYPE_CHECKING:
-    from kubedevice.plugin.dra.model import Claim, ClaimRef, PreparedDevice
+    from kubedevice.plugin.dra.hooks import DriverHooks
+    from kubedevice.plugin.dra.model import AllocatedDevice, Claim, ClaimRef, PreparedDevice
 
 
 class DevicePlugin:
@@ -46,6 +49,11 @@ class DevicePlugin:
     driver_name: str = ""
     #: Serve the DRA health stream (DRAResourceHealth) on the DRA face.
     dra_health: bool = True
+    #: DRA: publish an unhealthy device with this taint (e.g. ``DeviceTaint("kubedevice.io/unhealthy",
+    #: "NoExecute")``: its pods are evicted, nothing new is allocated on it) instead of leaving it out of
+    #: the slices; the taint goes as soon as the device is healthy again. None: unhealthy devices are
+    #: not published.
+    health_taint: DeviceTaint | None = None
     #: Seconds between two calls of `devices()` (polled source); also the first delay before a failing
     #: device source is tried again.
     poll_interval: float = 5.0
@@ -54,6 +62,9 @@ class DevicePlugin:
     #: `<kubelet folder>/cdi` when `serve()` runs the plugin with a kubelet folder other than
     #: /var/lib/kubelet outside cluster mode (a try-out beside `kubedevice node`).
     cdi_spec_dir: str | Path | None = None
+
+    #: The running DRA face (set while it serves): what the run-time methods below call.
+    _dra_hooks: DriverHooks | None = None
 
     #: Hooks whose override turns on the matching DevicePluginOptions flag.
     _OPTIONAL_HOOKS: ClassVar[dict[str, str]] = {
@@ -146,6 +157,78 @@ class DevicePlugin:
 
     async def unprepare(self, claim: ClaimRef) -> None:
         """Optional (DRA face): undo `prepare`; only called for claims the SDK prepared."""
+
+    def shared_counters(self, devices: Sequence[Device]) -> Sequence[CounterSet]:
+        """Optional (DRA face): the counter sets the pool offers, which devices consume (`consumes_counters`).
+
+        Called with every device of the DRA face (healthy or not) each time the devices are published;
+        the sets go into slices of their own. A device consuming a set (or counter) not returned here is
+        refused, and nothing is published until that is fixed (logged). Keep it a pure function of
+        `devices`. Default: none.
+        """
+        return ()
+
+    # ---- the DRA face at run time: called by the driver's own code ----------------------------------
+
+    def set_device_taints(self, device_id: str, taints: Sequence[DeviceTaint]) -> None:
+        """DRA face: publish device `device_id` with these taints from now on, beside its own
+        (`Device.taints`) and the health taint; they replace those set before, ``[]`` removes them. The
+        slices are published again at once. Raises RuntimeError before the DRA face serves."""
+        self._hooks("set_device_taints").set_device_taints(device_id, taints)
+
+    async def set_device_status(
+        self,
+        claim: ClaimRef,
+        device: AllocatedDevice,
+        *,
+        conditions: Sequence[DeviceCondition] | None = None,
+        data: Any = None,
+        network_data: NetworkDeviceData | None = None,
+    ) -> None:
+        """DRA face: report an allocated device (one of `claim`'s results, a share of it included) in the
+        claim's `status.devices`: its `conditions`, driver `data` (a JSON object) and `network_data`; what
+        is None stays as reported before. `kubectl get resourceclaim` and `kubedevice claims` show them.
+
+        Written through the node daemon's status API (standalone) or the API server's status
+        subresource (cluster mode). Raises ClaimFetchError when the claim cannot be read and
+        ClaimStatusError (`kubedevice.plugin.dra.backend_api`) when the write is refused, with the API
+        server's words.
+        """
+        await self._hooks("set_device_status").set_device_status(
+            claim, device, conditions=conditions, data=data, network_data=network_data
+        )
+
+    async def set_device_condition(
+        self,
+        claim: ClaimRef,
+        device: AllocatedDevice,
+        condition_type: str,
+        status: str = "True",
+        *,
+        reason: str = "",
+        message: str = "",
+    ) -> None:
+        """DRA face: set one condition of an allocated device's status, keeping the others: how an
+        attach-on-demand driver marks a device ready (a binding condition `True`; the pod waits for it) or
+        failed (a binding failure condition `True`: the claim is allocated again). Errors as
+        `set_device_status`."""
+        condition = DeviceCondition(condition_type, status, reason=reason, message=message)
+        await self._hooks("set_device_condition").set_device_condition(claim, device, condition)
+
+    async def allocated_claims(self) -> list[Claim]:
+        """DRA face: the allocated claims with devices of this driver on this node, each cut to this
+        driver's results (with the claim as read in `raw`; `Claim.status` says what was reported): what a
+        driver that acts before prepare (binding conditions) watches. Polled, not pushed."""
+        return await self._hooks("allocated_claims").allocated_claims()
+
+    def attach_dra_hooks(self, hooks: DriverHooks | None) -> None:
+        """Called by the SDK when the DRA face starts (and with None when it stops)."""
+        self._dra_hooks = hooks
+
+    def _hooks(self, method: str) -> DriverHooks:
+        if self._dra_hooks is None:
+            raise RuntimeError(f"{method}() needs the plugin's DRA face serving: call it once serve() runs")
+        return self._dra_hooks
 
     def cdi_spec(self, devices: Sequence[Device]) -> CDISpec | None:
         """Optional: the CDI spec defining `devices` (every device, healthy or not; never empty), or None.

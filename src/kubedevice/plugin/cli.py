@@ -22,6 +22,7 @@ from kubedevice.console import fail, parse_log_level
 from kubedevice.logs import configure_logging
 from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.builtin.fake import FakeConfig, FakePlugin, NumaLayout, parse_attribute, parse_capacity
+from kubedevice.plugin.builtin.fake_dra import DRAShape, parse_taint
 from kubedevice.plugin.builtin.paths import PathsPlugin
 from kubedevice.plugin.cdi import DEFAULT_SPEC_DIR
 from kubedevice.plugin.dra.backend import cluster_mode
@@ -129,6 +130,37 @@ def fake(
         [], "--attribute", help="NAME=VALUE published on every DRA device (int, true/false, else string)."
     ),
     capacity: list[str] = typer.Option([], "--capacity", help="NAME=QUANTITY published on every DRA device."),
+    partitions: int = typer.Option(
+        0,
+        "--partitions",
+        min=0,
+        help="DRA: MIG-style GPUs: each <id> a counter set <id>-counters (memory 80Gi, compute 100), N "
+        "devices <id>-partition-<j> using an N-th of it and <id>-full using all of it.",
+    ),
+    shared: bool = typer.Option(
+        False,
+        "--shared",
+        help="DRA: devices shared by several claims (allowMultipleAllocations), memory and compute "
+        "consumed per claim in steps of 1Gi and 1.",
+    ),
+    taint: list[str] = typer.Option(
+        [],
+        "--taint",
+        help="DRA: KEY[=VALUE]:EFFECT[@DEVICE] on that device (every device without @); effects "
+        'NoSchedule, NoExecute, None. At run time: the health file\'s "taints".',
+    ),
+    health_taint: str | None = typer.Option(
+        None,
+        "--health-taint",
+        help="DRA: publish unhealthy devices with this KEY[=VALUE]:EFFECT instead of leaving them out.",
+    ),
+    binding_delay: float | None = typer.Option(
+        None,
+        "--binding-delay",
+        min=0,
+        help="DRA: devices with binding conditions (BindingConditions), set True this many seconds after "
+        "the fake sees a claim allocated one (it polls the claims with its devices).",
+    ),
     kubelet_dir: str | None = typer.Option(
         None, "--kubelet-dir", envvar=KUBELET_DIR_ENV, help="The kubelet's folder, for the DRA face."
     ),
@@ -199,8 +231,20 @@ def fake(
     try:
         attributes = dict(parse_attribute(a) for a in attribute)
         capacities = dict(parse_capacity(c) for c in capacity)
+        taints = tuple(parse_taint(t) for t in taint)
+        shape = DRAShape(partitions, shared, binding_delay)
     except ConfigError as exc:
         _usage_error(str(exc))
+    unhealthy_taint = None
+    if health_taint is not None:
+        try:
+            device, unhealthy_taint = parse_taint(health_taint, flag="--health-taint")
+        except ConfigError as exc:
+            _usage_error(str(exc))
+        if device is not None:
+            _usage_error(
+                f"--health-taint {health_taint!r} applies to every unhealthy device — drop @{device}"
+            )
     dra = _DRA(chosen_api, kubelet_dir, kubeconfig, node_name, rolling_update_uid)
     if numa_layout not in ("round-robin", "block"):
         _usage_error(f"--numa-layout must be round-robin or block, got {numa_layout!r}")
@@ -231,6 +275,9 @@ def fake(
                 api=dra.api,  # type: ignore[arg-type]
                 attributes=attributes,
                 capacity=capacities,
+                shape=shape,
+                taints=taints,
+                health_taint=unhealthy_taint,
             )
         ),
         replicas=replicas,

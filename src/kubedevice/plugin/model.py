@@ -11,6 +11,15 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from kubedevice.cdi_names import parse_qualified_name
+from kubedevice.plugin.dra.device_model import (
+    DeviceCapacity,
+    DeviceCounterConsumption,
+    DeviceTaint,
+    refuse,
+)
+from kubedevice.resource.capacity_rules import validate_capacity
+from kubedevice.resource.device_rules import MAX_CONSUMPTIONS, MAX_TAINTS, validate_binding_conditions
+from kubedevice.resource.field_errors import FieldError
 
 _PERMISSION_LETTERS = frozenset("rwm")
 
@@ -27,8 +36,9 @@ class Device:
     treats it as aligned with nothing in particular).
 
     The DRA face also publishes `attributes` (name -> str, int or bool; a string ``"version:1.2.3"``
-    is published as a semantic version) and `capacity` (name -> quantity such as ``"16Gi"``); the
-    device plugin face ignores both. `api` says which face a device goes to under ``serve(api="both")``.
+    is published as a semantic version), `capacity` (name -> quantity such as ``"16Gi"``, or a
+    `DeviceCapacity` with a request policy) and the DRA fields below; the device plugin face ignores them.
+    `api` says which face a device goes to under ``serve(api="both")``.
     """
 
     #: The ID the kubelet knows the device by: unique within the plugin, no whitespace or commas.
@@ -39,8 +49,25 @@ class Device:
     numa_nodes: tuple[int, ...] = ()
     # Left out of the hash (a mapping has none), kept in equality: a changed attribute is a device change.
     attributes: Mapping[str, str | int | bool] = field(default_factory=dict, hash=False)
-    capacity: Mapping[str, str] = field(default_factory=dict, hash=False)
+    capacity: Mapping[str, str | DeviceCapacity] = field(default_factory=dict, hash=False)
     api: Face | None = None
+    #: DRA: what the device uses up of the pool's counter sets (`DevicePlugin.shared_counters`) while it is
+    #: allocated: a MIG-style partition and its whole GPU consume the same set, so never both at once.
+    consumes_counters: Sequence[DeviceCounterConsumption] = field(default=(), hash=False)
+    #: DRA: the driver's own taints of the device; `DevicePlugin.health_taint` and `set_device_taints` add
+    #: theirs when it is published.
+    taints: Sequence[DeviceTaint] = field(default=(), hash=False)
+    #: DRA: the device may be allocated to several requests at once until its capacities are used up
+    #: (consumable capacity); each allocation gets a share ID and its consumed capacity.
+    allow_multiple_allocations: bool = False
+    #: DRA: condition types that must be True on the allocated device's status before its pod is bound
+    #: (`DevicePlugin.set_device_condition`): an attach-on-demand device. Only with failure conditions.
+    binding_conditions: Sequence[str] = ()
+    #: DRA: condition types that, True on the allocated device's status, fail the binding: the claim is
+    #: allocated again. Only with binding conditions.
+    binding_failure_conditions: Sequence[str] = ()
+    #: DRA: an allocation of the device is bound to the node it was made for.
+    binds_to_node: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -63,16 +90,48 @@ class Device:
                     f"device {self.id!r}: attribute {name!r} must be a str, int or bool, got {value!r}"
                 )
         for name, quantity in dict(self.capacity).items():
-            if not isinstance(name, str) or not name or not isinstance(quantity, str) or not quantity:
+            if (
+                not isinstance(name, str)
+                or not name
+                or not isinstance(quantity, (str, DeviceCapacity))
+                or not quantity
+            ):
                 raise ValueError(
                     f"device {self.id!r}: capacity entries must map a name to a quantity string such as "
-                    f"'16Gi', got {name!r}: {quantity!r}"
+                    f"'16Gi' (or a DeviceCapacity), got {name!r}: {quantity!r}"
                 )
         if self.api is not None and self.api not in FACES:
             raise ValueError(f'device {self.id!r}: api must be "device-plugin" or "dra", got {self.api!r}')
         # Own copies: a device is a value, and the author's dicts may change after it is made.
         object.__setattr__(self, "attributes", dict(self.attributes))
         object.__setattr__(self, "capacity", dict(self.capacity))
+        for name in ("consumes_counters", "taints", "binding_conditions", "binding_failure_conditions"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        refuse(f"device {self.id!r}", self._dra_errors())
+
+    def _dra_errors(self) -> list[FieldError]:
+        """The DRA fields as the API server checks them (the device's own types checked themselves)."""
+        for kind, items in (
+            (DeviceCounterConsumption, self.consumes_counters),
+            (DeviceTaint, self.taints),
+        ):
+            wrong = [i for i in items if not isinstance(i, kind)]
+            if wrong:
+                raise ValueError(f"device {self.id!r}: expected {kind.__name__} objects, got {wrong[0]!r}")
+        capacity = {
+            name: value.to_json() if isinstance(value, DeviceCapacity) else {"value": value}
+            for name, value in self.capacity.items()
+        }
+        errors = validate_capacity(capacity, self.allow_multiple_allocations, "capacity")
+        sets = [c.counter_set for c in self.consumes_counters]
+        if len(sets) > MAX_CONSUMPTIONS:
+            errors.append(FieldError.too_many("consumesCounters", len(sets), MAX_CONSUMPTIONS))
+        errors += [FieldError.duplicate("consumesCounters", s) for i, s in enumerate(sets) if s in sets[:i]]
+        if len(self.taints) > MAX_TAINTS:
+            errors.append(FieldError.too_many("taints", len(self.taints), MAX_TAINTS))
+        return errors + validate_binding_conditions(
+            list(self.binding_conditions), list(self.binding_failure_conditions), "device"
+        )
 
 
 @dataclass(frozen=True)

@@ -45,14 +45,20 @@ class DeviceCondition:
     """One metav1.Condition. `last_transition_time` is RFC 3339 in UTC to the second, as metav1.Time
     writes it ("" when the writer gave none)."""
 
+    #: The condition's type, a qualified name (`Ready`, `example.com/Attached`).
     type: str
+    #: "True", "False" or "Unknown".
     status: str
     last_transition_time: str = ""
+    #: One CamelCase word of why (required by the API server).
     reason: str = ""
+    #: What a human reads.
     message: str = ""
+    #: The claim's metadata.generation the condition was set for (0: not given).
     observed_generation: int = 0
 
     def to_json(self) -> dict[str, Any]:
+        """The condition as metav1 writes it."""
         out: dict[str, Any] = {"type": self.type, "status": self.status}
         if self.observed_generation:
             out["observedGeneration"] = self.observed_generation
@@ -64,11 +70,17 @@ class DeviceCondition:
 
 @dataclass(frozen=True, slots=True)
 class NetworkDeviceData:
+    """A network device's data: what a container's network setup needs to know of it."""
+
+    #: The interface's name in the pod (at most 256 bytes).
     interface_name: str = ""
+    #: Its addresses in CIDR form (`10.9.8.7/24`), at most 16.
     ips: tuple[str, ...] = ()
+    #: Its hardware (MAC) address (at most 128 bytes).
     hardware_address: str = ""
 
     def to_json(self) -> dict[str, Any]:
+        """The data as resource.k8s.io/v1 writes it."""
         out: dict[str, Any] = {}
         if self.interface_name:
             out["interfaceName"] = self.interface_name

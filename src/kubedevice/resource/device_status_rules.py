@@ -31,6 +31,8 @@ __all__ = [
     "MAX_INTERFACE_NAME_BYTES",
     "MAX_IPS",
     "allocated_keys",
+    "driver_name_errors",
+    "pool_name_errors",
     "shared_device_id",
     "validate_device_statuses",
 ]
@@ -92,8 +94,8 @@ def validate_device_statuses(
 def _entry(
     entry: AllocatedDeviceStatus, where: str, allocated: frozenset[DeviceStatusKey]
 ) -> list[FieldError]:
-    errors = _driver_name(entry.driver, path(where, "driver"))
-    errors += _pool_name(entry.pool, path(where, "pool"))
+    errors = driver_name_errors(entry.driver, path(where, "driver"))
+    errors += pool_name_errors(entry.pool, path(where, "pool"))
     errors += [
         FieldError.invalid(path(where, "device"), entry.device, m) for m in dns_label_errors(entry.device)
     ]
@@ -116,7 +118,7 @@ def _entry(
     return errors
 
 
-def _driver_name(name: str, where: str) -> list[FieldError]:
+def driver_name_errors(name: str, where: str) -> list[FieldError]:
     """ValidateCSIDriverName: required, at most 63 bytes, a DNS subdomain once lower-cased."""
     errors = [FieldError.required(where)] if not name else []
     if len(name.encode()) > _MAX_DRIVER_BYTES:
@@ -124,7 +126,7 @@ def _driver_name(name: str, where: str) -> list[FieldError]:
     return errors + [FieldError.invalid(where, name, m) for m in dns_subdomain_errors(name.lower())]
 
 
-def _pool_name(name: str, where: str) -> list[FieldError]:
+def pool_name_errors(name: str, where: str) -> list[FieldError]:
     """validatePoolName: required, at most 253 bytes, DNS subdomains separated by slashes."""
     if not name:
         return [FieldError.required(where)]

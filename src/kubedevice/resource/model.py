@@ -18,6 +18,7 @@ from kubedevice.resource.taints import DeviceTaint, DeviceTaintSelector, DeviceT
 
 __all__ = [
     "IMPLICIT_EXTENDED_RESOURCE_PREFIX",
+    "LIST_KINDS",
     "AllocationMode",
     "AllocationResult",
     "AttributeValue",
@@ -49,7 +50,16 @@ __all__ = [
 
 AllocationMode = Literal["ExactCount", "All"]
 ConfigSource = Literal["FromClass", "FromClaim"]
-AttributeKind = Literal["int", "bool", "string", "version"]
+#: A device attribute's field: one value, or (`ints`, `bools`, `strings`, `versions`: DRAListTypeAttributes,
+#: alpha upstream) a non-empty list of values of one type.
+AttributeKind = Literal["int", "bool", "string", "version", "ints", "bools", "strings", "versions"]
+#: The list kinds, each with the kind of its elements.
+LIST_KINDS: Mapping[str, AttributeKind] = {
+    "ints": "int",
+    "bools": "bool",
+    "strings": "string",
+    "versions": "version",
+}
 #: Every class is reachable as an extended resource under this prefix, followed by the class name.
 IMPLICIT_EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
 #: A device as allocation results name it: (driver, pool, device).
@@ -330,8 +340,28 @@ class DeviceTaintRuleDocument:
 
 @dataclass(frozen=True, slots=True)
 class AttributeValue:
+    """One attribute: `kind` is its field's name (`int`, ..., `ints`, ...); a list kind's `value` is a
+    tuple of its elements."""
+
     kind: AttributeKind
-    value: int | bool | str
+    value: int | bool | str | tuple[int, ...] | tuple[bool, ...] | tuple[str, ...]
+
+    @property
+    def scalar_kind(self) -> AttributeKind:
+        """The kind of one element: `int` for both `int` and `ints`."""
+        return LIST_KINDS.get(self.kind, self.kind)
+
+    @property
+    def elements(self) -> tuple[int | bool | str, ...]:
+        """The values as a tuple: one for a scalar, every element of a list."""
+        return self.value if isinstance(self.value, tuple) else (self.value,)
+
+    def as_set(self) -> tuple[AttributeKind, frozenset[int | bool | str]]:
+        """Upstream's `attributeAsSet` (constraint.go): a scalar is a one-element set, a list the set of its
+        elements (order and duplicates ignored), each with its element kind: values of different kinds
+        never meet. A version compares as its text (semver 2.0.0 versions are minimal, so equal versions
+        have equal text)."""
+        return self.scalar_kind, frozenset(self.elements)
 
 
 @dataclass(frozen=True, slots=True)

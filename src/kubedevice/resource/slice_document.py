@@ -21,16 +21,22 @@ from kubedevice.resource.capacity_reader import read_device_capacity
 from kubedevice.resource.counter_reader import read_consumption, read_counter_sets
 from kubedevice.resource.fields import Fields, is_qualified_attribute, shown
 from kubedevice.resource.identity import document_uid
-from kubedevice.resource.model import AttributeValue, ObjectMeta, ResourceSliceDocument, SliceDevice
+from kubedevice.resource.model import (
+    LIST_KINDS,
+    AttributeValue,
+    ObjectMeta,
+    ResourceSliceDocument,
+    SliceDevice,
+)
 from kubedevice.resource.names import is_qualified_name
 from kubedevice.resource.node_selector_reader import read_node_selector
 from kubedevice.resource.taint_reader import read_taints
 
-#: The API's limits on one slice's devices (`ResourceSliceMaxDevices`; with taints or counters consumed,
-#: `ResourceSliceMaxDevicesWithAdvancedFeatures`), on one device's attributes and capacities together, and
-#: on a device's binding conditions and binding failure conditions.
+#: The API's limits on one slice's devices (`ResourceSliceMaxDevices`; with taints, counters consumed or
+#: list attributes, `ResourceSliceMaxDevicesWithAdvancedFeatures`), on one device's attributes and
+#: capacities together, and on a device's binding conditions and binding failure conditions.
 MAX_DEVICES = 128
-MAX_DEVICES_WITH_TAINTS_OR_COUNTERS = 64
+MAX_DEVICES_WITH_ADVANCED_FEATURES = 64
 MAX_ATTRIBUTES_AND_CAPACITIES = 32
 MAX_BINDING_CONDITIONS = 4
 #: Device fields of the features left out, in the order they are looked for.
@@ -41,6 +47,11 @@ _SLICE_FEATURES = (
 )
 _DEVICE_NODE_FIELDS = ("nodeName", "nodeSelector", "allNodes")
 _INT64 = (-(2**63), 2**63 - 1)
+#: A device attribute's fields, the list ones last.
+_ATTRIBUTE_KINDS = ("int", "bool", "string", "version", *LIST_KINDS)
+#: The API's limit on one device's attribute values, a list's elements each counting
+#: (ResourceSliceMaxAttributeValuesPerDevice).
+MAX_ATTRIBUTE_VALUES = 48
 _SEMVER = re.compile(
     r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
     r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
@@ -89,13 +100,14 @@ def parse_slice(doc: Mapping[str, Any], version: str, source: str) -> ResourceSl
         if any(d.name == device.name for d in devices):
             raise f.error(f"spec.devices[{i}].name", f"{device.name!r} is used by another device")
         devices.append(device)
-    if len(devices) > MAX_DEVICES_WITH_TAINTS_OR_COUNTERS and any(
-        d.taints or d.consumes_counters for d in devices
+    if len(devices) > MAX_DEVICES_WITH_ADVANCED_FEATURES and any(
+        d.taints or d.consumes_counters or any(a.kind in LIST_KINDS for a in d.attributes.values())
+        for d in devices
     ):
         raise f.error(
             "spec.devices",
-            f"must have at most {MAX_DEVICES_WITH_TAINTS_OR_COUNTERS} items when a device has taints or "
-            f"consumes counters, has {len(devices)}",
+            f"must have at most {MAX_DEVICES_WITH_ADVANCED_FEATURES} items when a device has taints, "
+            f"consumes counters or has list attributes, has {len(devices)}",
         )
     return ResourceSliceDocument(
         meta=meta,
@@ -134,6 +146,12 @@ def _device(
     }
     if len(attributes) + len(capacity) > MAX_ATTRIBUTES_AND_CAPACITIES:
         raise f.error(at, f"has {len(attributes) + len(capacity)} attributes and capacities, at most 32")
+    values = sum(len(a.elements) for a in attributes.values())
+    if values > MAX_ATTRIBUTE_VALUES:
+        raise f.error(
+            f"{at}.attributes",
+            f"has {values} values (a list's elements each count), at most {MAX_ATTRIBUTE_VALUES}",
+        )
     feature = slice_feature
     if feature is None:
         feature = next(
@@ -226,23 +244,33 @@ def _named(f: Fields, value: Any, path: str) -> Mapping[str, Any]:
 
 
 def _attribute(f: Fields, raw: Any, path: str) -> AttributeValue:
+    """One attribute: exactly one field, a value or (alpha upstream, DRAListTypeAttributes) a non-empty
+    list of values of one type, each checked as the single value is."""
     value = f.mapping(raw, path)
-    kinds = [k for k in ("int", "bool", "string", "version") if k in value]
+    kinds = [k for k in _ATTRIBUTE_KINDS if k in value]
     if len(kinds) != 1:
-        raise f.error(path, "must have exactly one of int, bool, string or version")
+        raise f.error(path, f"must have exactly one of {', '.join(_ATTRIBUTE_KINDS[:-1])} or versions")
     [kind] = kinds
-    item = value[kind]
+    element_kind = LIST_KINDS.get(kind)
+    if element_kind is None:
+        return AttributeValue(kind, _scalar(f, kind, value[kind], f"{path}.{kind}"))  # type: ignore[arg-type]
+    items = f.items(value[kind], f"{path}.{kind}")
+    if not items:
+        raise f.error(f"{path}.{kind}", "must not be empty")
+    elements = tuple(_scalar(f, element_kind, item, f"{path}.{kind}[{i}]") for i, item in enumerate(items))
+    return AttributeValue(kind, elements)  # type: ignore[arg-type]
+
+
+def _scalar(f: Fields, kind: str, item: Any, path: str) -> int | bool | str:
     if kind == "int":
         if isinstance(item, bool) or not isinstance(item, int) or not _INT64[0] <= item <= _INT64[1]:
-            raise f.error(f"{path}.int", f"{item!r} is not a 64-bit integer")
-        return AttributeValue("int", item)
+            raise f.error(path, f"{item!r} is not a 64-bit integer")
+        return item
     if kind == "bool":
-        return AttributeValue("bool", f.boolean(item, f"{path}.bool"))
-    text = f.string(item, f"{path}.{kind}")
+        return f.boolean(item, path)
+    text = f.string(item, path)
     if len(text) > 64:
-        raise f.error(f"{path}.{kind}", f"has {len(text)} characters, at most 64")
-    if kind == "version":
-        if not _SEMVER.fullmatch(text):
-            raise f.error(f"{path}.version", f"{text!r} is not a semantic version (e.g. 1.2.3)")
-        return AttributeValue("version", text)
-    return AttributeValue("string", text)
+        raise f.error(path, f"has {len(text)} characters, at most 64")
+    if kind == "version" and not _SEMVER.fullmatch(text):
+        raise f.error(path, f"{text!r} is not a semantic version (e.g. 1.2.3)")
+    return text

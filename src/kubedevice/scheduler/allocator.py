@@ -26,7 +26,8 @@ from kubedevice.scheduler.cel import CelSelectors
 from kubedevice.scheduler.config import build_config
 from kubedevice.scheduler.counters import SharedCounters
 from kubedevice.scheduler.distinct import DistinctAttribute
-from kubedevice.scheduler.explain import explain_failure
+from kubedevice.scheduler.explain import explain_failure, explain_requests
+from kubedevice.scheduler.explanation import RequestExplanation
 from kubedevice.scheduler.node_selection import allocation_nodes
 from kubedevice.scheduler.request import (
     ADMIN_ACCESS_LABEL,
@@ -70,25 +71,30 @@ def allocate(
     # A shared device with shares allocated holds its counters, as a device in use does (`IsDeviceAllocated`).
     counters = SharedCounters(usable, request.in_use | request.consumed_capacity.keys())
     candidates = _candidates(request, usable, counters)
+    search: Search | None = None
     try:
         search = _prepare(request, candidates, cel, counters)
         found = search.run()
     except SearchError as err:
-        raise Unschedulable(err.message) from err
+        raise Unschedulable(err.message, _explanation(search, request)) from err
     except RecursionError as err:
         # One stack frame per wanted device: only a pod wanting several hundred devices gets here.
         raise Unschedulable(
-            "cannot allocate all claims: the pod's claims want more devices than one search can take"
+            "cannot allocate all claims: the pod's claims want more devices than one search can take",
+            _explanation(search, request),
         ) from err
     if not found:
+        explanation = explain_requests(search, request.claims)
         invalid = [p for p in _ordered(request.pools) if p.invalid is not None]
         if invalid:
             # Upstream's answer when the search failed and some pool could not be used at all.
             pool = invalid[0]
             raise Unschedulable(
-                f"invalid resource pools were encountered: {pool.driver}/{pool.name}: {pool.invalid}"
+                f"invalid resource pools were encountered: {pool.driver}/{pool.name}: {pool.invalid}",
+                explanation,
             )
-        raise Unschedulable("cannot allocate all claims: " + explain_failure(search, request.claims))
+        message = "cannot allocate all claims: " + explain_failure(search, request.claims)
+        raise Unschedulable(message, explanation)
     new_share_id = share_ids or _random_share_id
     allocations: list[AllocationResult] = []
     for index, claim in enumerate(request.claims):
@@ -112,6 +118,11 @@ def allocate(
         node_name, node_selector = allocation_nodes((t.candidate for t in taken), request.node_name)
         allocations.append(AllocationResult(results, config, node_name, node_selector))
     return allocations
+
+
+def _explanation(search: Search | None, request: AllocationRequest) -> tuple[RequestExplanation, ...]:
+    """The explanation of a search that ended in an error (none when it never started)."""
+    return explain_requests(search, request.claims) if search is not None else ()
 
 
 def _random_share_id() -> str:

@@ -57,8 +57,9 @@ class CelDevice:
     """What a selector sees of a device, hashable so that results can be cached by content."""
 
     driver: str
-    #: (domain, name, kind, value), sorted; a bare published name is in the driver's domain.
-    attributes: tuple[tuple[str, str, str, int | bool | str], ...]
+    #: (domain, name, kind, value), sorted; a bare published name is in the driver's domain; a list
+    #: attribute's value is a tuple.
+    attributes: tuple[tuple[str, str, str, int | bool | str | tuple[int | bool | str, ...]], ...]
     #: (domain, name, quantity text), sorted.
     capacity: tuple[tuple[str, str, str], ...]
     #: `device.allowMultipleAllocations` (false when the slice leaves it out).
@@ -209,7 +210,8 @@ class CelSelectors:
                 value = result.value()
                 if isinstance(value, bool):
                     return value
-                name = _type_name(result.type().name())
+                # cel-go names a value's type without its parameters: `list`, not `list(dyn)`.
+                name = _type_name(result.type().name()).partition("(")[0]
                 return CelRuntimeError(f"CEL result of type {name} could not be converted to bool")
             message = _STATUS_PREFIX.sub("", str(result.value()))
             missing = _NO_SUCH_KEY.search(message)
@@ -227,12 +229,15 @@ class CelSelectors:
     def _device_data(self, device: CelDevice) -> dict[str, Any]:
         attributes: dict[str, dict[str, Any]] = {}
         for domain, name, kind, value in device.attributes:
-            if kind == "version":
+            data: Any = value
+            if kind in ("version", "versions"):
                 try:
-                    value = self._values.semver(str(value))
+                    data = self._values.semvers(value)
                 except ValueError as err:
                     raise ValueError(f"attribute {domain}/{name}: parse semantic version: {err}") from err
-            attributes.setdefault(domain, {})[name] = value
+            elif isinstance(value, tuple):
+                data = list(value)  # a list attribute is a CEL list
+            attributes.setdefault(domain, {})[name] = data
         capacity: dict[str, dict[str, Any]] = {}
         for domain, name, text in device.capacity:
             try:
@@ -292,6 +297,8 @@ def _checked_functions() -> list[Any]:
 
     return [
         decl("quantity", ("quantity_string", q, [string], False)),
+        # DRAListTypeAttributes (alpha upstream): `<target>.includes(<value>)`, a list or a single value.
+        decl("includes", ("dra_includes_dyn_dyn", boolean, [cel.Type.DYN, cel.Type.DYN], True)),
         decl("isQuantity", ("isQuantity_string", boolean, [string], False)),
         decl(
             "semver",
@@ -334,6 +341,7 @@ def _checked_functions() -> list[Any]:
 #: and both libraries' values are messages, so one overload per arity serves quantities and semvers).
 _RUNTIME_SHAPES: Mapping[str, tuple[bool, tuple[int, ...]]] = {
     "quantity": (False, (1,)),
+    "includes": (True, (2,)),
     "isQuantity": (False, (1,)),
     "semver": (False, (1, 2)),
     "isSemver": (False, (1, 2)),

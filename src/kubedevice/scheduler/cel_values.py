@@ -75,6 +75,12 @@ class CelValues:
     def semver(self, text: str, normalize: bool = False) -> Any:
         return self.semver_class(value=str(parse_semver(text, normalize)))
 
+    def semvers(self, value: Any) -> Any:
+        """A `version` attribute's semver, or a `versions` attribute's list of them."""
+        if isinstance(value, tuple):
+            return [self.semver(str(v)) for v in value]
+        return self.semver(str(value))
+
     def _quantity_of(self, number: Decimal) -> Any:
         text = "0" if number == 0 else format(number.normalize(), "f")
         return self.quantity_class(value=text)
@@ -97,6 +103,7 @@ class CelValues:
         """CEL function name -> implementation; members shared by both types dispatch on the receiver."""
         return {
             "quantity": lambda s: self.quantity(s),
+            "includes": includes,
             "isQuantity": _accepts(parse_quantity),
             "semver": lambda s, normalize=False: self.semver(s, normalize),
             "isSemver": _accepts(parse_semver),
@@ -126,6 +133,36 @@ class CelValues:
         if isinstance(a, self.quantity_class) and isinstance(b, self.quantity_class):
             return _sign(self._number(a) - self._number(b))
         raise TypeError("no such overload")
+
+
+#: Upstream's `includes` walks at most this many elements (ResourceSliceMaxAttributeValuesPerDevice).
+INCLUDES_MAX_VALUES = 48
+
+
+def includes(target: Any, value: Any) -> bool:
+    """`<target>.includes(<value>)` as upstream's `includesFunc` (cel/compile.go): whether a list has an
+    element equal to `value` (walking at most 48 elements, an error past them), or a single value is
+    equal to it."""
+    if isinstance(target, list):
+        for i, item in enumerate(target):
+            if i >= INCLUDES_MAX_VALUES:
+                raise ValueError(
+                    f"'includes' function cannot be applied to lists longer than {INCLUDES_MAX_VALUES} values"
+                )
+            if _equal(item, value):
+                return True
+        return False
+    return _equal(target, value)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """CEL's `==` on the values an attribute holds: a bool equals only a bool, numbers compare by value
+    whatever their type, anything else by type and value (messages: their canonical text)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    return type(a) is type(b) and bool(a == b)
 
 
 def _accepts(parse: Callable[..., object]) -> Callable[..., bool]:

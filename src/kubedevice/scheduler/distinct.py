@@ -15,29 +15,35 @@ __all__ = ["DistinctAttribute"]
 
 
 class DistinctAttribute:
-    """Counts the values taken: a device whose value is already taken (by any device of the named
-    requests, of the same request too) is refused, and giving a device back frees its value."""
+    """Counts the values taken: a device sharing a value with one already taken (by any device of the
+    named requests, of the same request too) is refused, and giving a device back frees its values.
+
+    Set semantics, as upstream with DRAListTypeAttributes: a value is the set of its elements (a scalar a
+    set of one), and the devices' sets must be pairwise disjoint; values of different kinds never meet.
+    For scalars this is "a different type or value"."""
 
     def __init__(self, constraint: DeviceConstraint, attribute: str) -> None:
         self._requests = frozenset(constraint.requests)
-        self._attribute = attribute
+        self.attribute = attribute
         self._taken: Counter[tuple[str, int | bool | str]] = Counter()
 
     def add(self, request: str, subrequest: str, candidate: Candidate) -> bool:
         if not constraint_applies(self._requests, request, subrequest):
             return True
-        value = lookup_attribute(candidate, self._attribute)
+        value = lookup_attribute(candidate, self.attribute)
         if value is None:
             return False
-        key = (value.kind, value.value)
-        if self._taken[key]:
+        kind, values = value.as_set()
+        keys = [(kind, v) for v in values]
+        if any(self._taken[key] for key in keys):
             return False
-        self._taken[key] += 1
+        self._taken.update(keys)
         return True
 
     def remove(self, request: str, subrequest: str, candidate: Candidate) -> None:
         if not constraint_applies(self._requests, request, subrequest):
             return
-        value = lookup_attribute(candidate, self._attribute)
+        value = lookup_attribute(candidate, self.attribute)
         if value is not None:
-            self._taken[(value.kind, value.value)] -= 1
+            kind, values = value.as_set()
+            self._taken.subtract((kind, v) for v in values)

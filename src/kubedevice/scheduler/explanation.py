@@ -55,10 +55,13 @@ class RequestExplanation:
     fit: int
     #: The rules that ruled devices out, in RULES order; none ruled out are left out.
     ruled_out: tuple[RuledOut, ...] = ()
+    #: An `All` request: `wanted` is every device its selectors match, and it needs each of them free.
+    all_mode: bool = False
 
     def text(self) -> str:
         """One line: `ns/c, request "gpu": 2 wanted, 1 of 4 fit; in use: 2 (first: drv/pool/dev-0); ...`."""
-        fit = f"{self.wanted} wanted, {self.fit} of {self.candidates} fit"
+        wanted = f"all {self.wanted}" if self.all_mode else str(self.wanted)
+        fit = f"{wanted} wanted, {self.fit} of {self.candidates} fit"
         parts = [f'{self.claim}, request "{self.request}": {fit}']
         for r in self.ruled_out:
             detail = f", {r.detail}" if r.detail else ""
@@ -72,5 +75,7 @@ class RequestExplanation:
             "wanted": self.wanted,
             "candidates": self.candidates,
             "fit": self.fit,
+            "allocationMode": "All" if self.all_mode else "ExactCount",
             "ruledOut": [r.to_json() for r in self.ruled_out],
+            "text": self.text(),
         }

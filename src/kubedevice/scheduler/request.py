@@ -19,6 +19,7 @@ from kubedevice.resource.model import (
     ResourceClaimSpec,
     ResourceSliceDocument,
 )
+from kubedevice.resource.node_labels import HOSTNAME_LABEL
 from kubedevice.scheduler.allocated import AllocatedState
 from kubedevice.scheduler.explanation import RequestExplanation
 from kubedevice.scheduler.pools import gather_pools
@@ -35,8 +36,6 @@ __all__ = [
 
 #: The namespace label that allows `adminAccess` requests (the API server's check).
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
-#: The label every node carries with its name (the kubelet sets it; node selectors often use it).
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 #: The scheduler's reason when no allocation or reservation is possible: the pod's status reason.

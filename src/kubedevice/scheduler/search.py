@@ -132,30 +132,51 @@ def constraint_applies(requests: frozenset[str], request: str, subrequest: str) 
 
 
 class MatchAttribute:
-    """`matchAttribute`: every device of the named requests has the attribute with one type and value."""
+    """`matchAttribute`: every device of the named requests has the attribute, and their values meet.
+
+    Set semantics, as upstream's allocator with DRAListTypeAttributes (constraint.go): a value is the set
+    of its elements (a scalar is a set of one), and the devices match while the intersection of their
+    sets is not empty; values of different kinds never meet. For scalars this is "the same type and
+    value". Each device narrows the intersection; giving it back restores the one before (upstream keeps
+    the narrowed one, which can miss an allocation the API's rule allows: see docs/kubelet-map.md).
+    """
 
     def __init__(self, constraint: DeviceConstraint, attribute: str) -> None:
         self._requests = frozenset(constraint.requests)
-        self._attribute = attribute
-        self._first: AttributeValue | None = None
-        self._count = 0
+        self.attribute = attribute
+        #: The intersection after each device added, the last one current.
+        self._sets: list[tuple[str, frozenset[int | bool | str]]] = []
+
+    @property
+    def current(self) -> tuple[str, frozenset[int | bool | str]] | None:
+        """The (kind, values) every device added so far shares; None before the first one."""
+        return self._sets[-1] if self._sets else None
+
+    def meets(self, candidate: Candidate) -> tuple[str, frozenset[int | bool | str]] | None:
+        """The intersection with the candidate added, or None when it cannot be added."""
+        value = lookup_attribute(candidate, self.attribute)
+        if value is None:
+            return None
+        kind, values = value.as_set()
+        if self._sets:
+            kind_now, now = self._sets[-1]
+            values = values & now if kind == kind_now else frozenset()
+            if not values:
+                return None
+        return kind, values
 
     def add(self, request: str, subrequest: str, candidate: Candidate) -> bool:
         if not constraint_applies(self._requests, request, subrequest):
             return True
-        value = lookup_attribute(candidate, self._attribute)
-        if value is None:
+        narrowed = self.meets(candidate)
+        if narrowed is None:
             return False
-        if self._count == 0:
-            self._first = value
-        elif self._first is None or (value.kind, value.value) != (self._first.kind, self._first.value):
-            return False
-        self._count += 1
+        self._sets.append(narrowed)
         return True
 
     def remove(self, request: str, subrequest: str, candidate: Candidate) -> None:
         if constraint_applies(self._requests, request, subrequest):
-            self._count -= 1
+            self._sets.pop()
 
 
 def lookup_attribute(candidate: Candidate, name: str) -> AttributeValue | None:
@@ -279,20 +300,33 @@ class Search:
     def _selectors_match(
         self, data: RequestData, candidate: Candidate, selectors: tuple[str, ...], of_class: bool
     ) -> bool:
+        failed = self.failed_selector(candidate, selectors)
+        if failed is None:
+            return True
+        i, err = failed
         owner = f"class {data.device_class.meta.name}" if of_class else f"claim {data.claim}"
+        if isinstance(err, SelectorCompileError):
+            raise SearchError(f"{owner}: selector #{i}: CEL compile error: {err.message}") from err
+        if isinstance(err, CelRuntimeError):
+            raise SearchError(
+                f"{owner}: selector #{i} on device {candidate.text()}: CEL runtime error: {err.message}"
+            ) from err
+        return False
+
+    def failed_selector(
+        self, candidate: Candidate, selectors: Sequence[str]
+    ) -> tuple[int, SelectorCompileError | CelRuntimeError | None] | None:
+        """The first of `selectors` that is false on the device (its index, None) or fails on it (its
+        index, the error); None when every one is true. No side effect but the device's CEL view kept."""
         for i, expression in enumerate(selectors):
             if candidate.cel is None:
                 candidate.cel = self.selectors.device(candidate.id[0], candidate.device)
             try:
                 if not self.selectors.matches(expression, candidate.cel):
-                    return False
-            except SelectorCompileError as err:
-                raise SearchError(f"{owner}: selector #{i}: CEL compile error: {err.message}") from err
-            except CelRuntimeError as err:
-                raise SearchError(
-                    f"{owner}: selector #{i} on device {candidate.text()}: CEL runtime error: {err.message}"
-                ) from err
-        return True
+                    return i, None
+            except (SelectorCompileError, CelRuntimeError) as err:
+                return i, err
+        return None
 
     # --- the search -------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ text, no I/O: the daemon's paths import it before anything is served.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote, unquote, urlencode
 
@@ -32,6 +32,8 @@ HEALTHZ = "/healthz"
 
 #: The node's name in `/node`, which a standalone DRA driver names its pool after.
 NODE_NAME_FIELD = "nodeName"
+#: The node's labels in `/node` (`kubernetes.io/hostname` and `--node-labels`).
+NODE_LABELS_FIELD = "nodeLabels"
 
 #: A claim's `preparedState` in `/claims`, the words of the claims table's "prepared" column: prepared in
 #: this run of the daemon, restored from the DRA checkpoint (its pods run with its devices; the driver was
@@ -76,9 +78,13 @@ def prepared_state(prepared: bool, cached: bool) -> str:
     return RESTORED if cached else NOT_PREPARED
 
 
-def node_answer(node_name: str) -> dict[str, Any]:
-    """What `/node` answers at least: the node's name. The daemon adds its resources and DRA drivers."""
-    return {NODE_NAME_FIELD: node_name}
+def node_answer(node_name: str, node_labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What `/node` answers at least: the node's name (and its labels, when known). The daemon adds its
+    resources and DRA drivers."""
+    answer: dict[str, Any] = {NODE_NAME_FIELD: node_name}
+    if node_labels is not None:
+        answer[NODE_LABELS_FIELD] = dict(sorted(node_labels.items()))
+    return answer
 
 
 def node_name_of(answer: object) -> str | None:

@@ -4,7 +4,9 @@ status as lines under it); the demo prints them too.
 
 Columns wrap at spaces or fold (a resource's, a pod's, a claim's and a driver's name stay whole); nothing is
 cut with "…", so a 100-column terminal shows it all. Where the output is not a terminal nothing is folded:
-a UID or a CDI ID stays on one line for the scripts that read it (console.print_whole).
+a UID or a CDI ID stays on one line for the scripts that read it (console.print_whole). Every value from
+the answer is shown through console.shown: a control character in a file's, a device's or a message's text
+is escaped as the logs write it, and rich markup in it is shown as it is.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from kubedevice.console import print_whole
+from kubedevice.console import print_whole, shown
 from kubedevice.statusapi import contract
 
 
@@ -30,20 +32,20 @@ def print_node(console: Console, data: dict[str, Any]) -> None:
     for column in ("endpoint", "healthy", "unhealthy"):
         table.add_column(column, overflow="fold")
     for resource, info in sorted(data["resources"].items()):
-        endpoint = info["endpoint"]
+        endpoint = shown(info["endpoint"])
         if info["stoppedSeconds"] is not None:
             endpoint += f" {info['stoppedSeconds']:.0f}s ago"
             if info.get("graceSecondsLeft") is not None and resource in data["capacity"]:
                 endpoint += f", leaves capacity in {info['graceSecondsLeft']:.0f}s"
         table.add_row(
-            resource,
+            shown(resource),
             str(data["capacity"].get(resource, "-")),
             str(data["allocatable"].get(resource, "-")),
             str(info.get("allocated", "-")),
             str(info.get("free", "-")),
             endpoint,
-            ", ".join(info["healthy"]),
-            ", ".join(info["unhealthy"]),
+            shown(", ".join(info["healthy"])),
+            shown(", ".join(info["unhealthy"])),
         )
     print_whole(console, table)
     topology = data.get("topology")
@@ -57,13 +59,14 @@ def print_node(console: Console, data: dict[str, Any]) -> None:
     if not data["resources"]:
         socket = data.get("registrationSocket", "kubelet.sock")
         console.print(
-            f"no device plugin has registered; plugins register at {socket}",
+            f"no device plugin has registered; plugins register at {shown(socket)}",
             highlight=False,
             soft_wrap=True,
         )
     if data["checkpoint"]["error"]:
+        checkpoint = data["checkpoint"]
         console.print(
-            f"checkpoint {data['checkpoint']['path']}: {data['checkpoint']['error']}", highlight=False
+            f"checkpoint {shown(checkpoint['path'])}: {shown(checkpoint['error'])}", highlight=False
         )
     print_dra_drivers(console, data)
 
@@ -81,17 +84,19 @@ def print_pods(console: Console, data: dict[str, Any]) -> None:
         for i, c in enumerate(containers):
             first = i == 0
             table.add_row(
-                f"{entry['namespace']}/{entry['name']}" if first else "",
+                shown(f"{entry['namespace']}/{entry['name']}") if first else "",
                 # kubectl's word for a pod whose manifest is gone but which has not ended yet.
-                ("Terminating" if entry.get("terminating") else entry["phase"]) if first else "",
-                c["name"],
-                "; ".join(
-                    [f"{r}: {', '.join(ids)}" for r, ids in c["devices"].items()]
-                    + [_claim_label(claim) for claim in c.get("claims", ())]
+                shown("Terminating" if entry.get("terminating") else entry["phase"]) if first else "",
+                shown(c["name"]),
+                shown(
+                    "; ".join(
+                        [f"{r}: {', '.join(ids)}" for r, ids in c["devices"].items()]
+                        + [_claim_label(claim) for claim in c.get("claims", ())]
+                    )
                 ),
                 _health_label(c.get("allocatedResourcesStatus", ())),
                 _hint_label(c.get("topologyHint")),
-                (f"{entry['reason']}: {entry['message']}" if entry["reason"] else "") if first else "",
+                shown(f"{entry['reason']}: {entry['message']}" if entry["reason"] else "") if first else "",
             )
         name = f"{entry['namespace']}/{entry['name']}"
         notes.extend(f"{name}: {why}" for why in [entry.get("detail"), *entry.get("warnings", ())] if why)
@@ -101,11 +106,22 @@ def print_pods(console: Console, data: dict[str, Any]) -> None:
                 f"{name}: to be evicted at {eviction['at']} for the taint {'; '.join(eviction['taints'])}"
             )
         notes.extend(_health_notes(name, containers))
+        notes.extend(f"{name} waits: {line}" for line in waiting_lines(entry.get("waiting")))
     print_whole(console, table)
     for entry in data["manifestErrors"]:
-        console.print(f"bad manifest {entry['file']}: {entry['error']}", highlight=False)
+        console.print(f"bad manifest {shown(entry['file'])}: {shown(entry['error'])}", highlight=False)
     for line in notes:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        console.print(shown(line), highlight=False, soft_wrap=True)
+
+
+def waiting_lines(waiting: dict[str, Any] | None) -> list[str]:
+    """A Pending pod's explanation, one line per request that cannot get all it wants (`fit` below
+    `wanted`, or an `All` request that matches nothing): those are what it waits for. When every request
+    could, the search failed on their combination and every request is shown. `--json`'s `waiting` has
+    them all."""
+    requests = (waiting or {}).get("requests") or []
+    short = [r for r in requests if r["fit"] < r["wanted"] or r["wanted"] == 0]
+    return [str(r["text"]) for r in short or requests]
 
 
 def _not_healthy(statuses: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -189,25 +205,27 @@ def print_dra_drivers(console: Console, data: dict[str, Any]) -> None:
         if info.get("wipePending"):
             state += ", slices wiped soon"
         table.add_row(
-            name,
-            "\n".join(e["endpoint"] for e in endpoints) or "-",
+            shown(name),
+            "\n".join(shown(e["endpoint"]) for e in endpoints) or "-",
             state,
-            f"{len(devices)}: {_device_names(devices)}" if devices else "0",
-            ", ".join(_pools(devices)) or "-",
+            shown(f"{len(devices)}: {_device_names(devices)}") if devices else "0",
+            shown(", ".join(_pools(devices))) or "-",
         )
     for name, info in sorted(unregistered.items()):
         devices = list(info.get("devices", []))
         table.add_row(
-            name,
+            shown(name),
             "not registered",
             "-",
-            f"{len(devices)}: {_device_names(devices)}" if devices else "0",
-            ", ".join(_pools(devices)) or "-",
+            shown(f"{len(devices)}: {_device_names(devices)}") if devices else "0",
+            shown(", ".join(_pools(devices))) or "-",
         )
     print_whole(console, table)
     node_name = contract.node_name_of(data)
     if node_name:
-        console.print(f"DRA node name: {node_name}", highlight=False)
+        labels = data.get(contract.NODE_LABELS_FIELD) or {}
+        listed = f" (labels: {', '.join(f'{k}={v}' for k, v in labels.items())})" if labels else ""
+        console.print(f"DRA node name: {shown(node_name + listed)}", highlight=False, soft_wrap=True)
 
 
 def _allocation(claim: dict[str, Any]) -> str:
@@ -216,9 +234,9 @@ def _allocation(claim: dict[str, Any]) -> str:
     if not allocation:
         return "not allocated"
     results = allocation.get("devices", {}).get("results", [])
-    lines = [f"{r['request']}: {r['driver']}/{r['pool']}/{r['device']}" for r in results]
+    lines = [shown(f"{r['request']}: {r['driver']}/{r['pool']}/{r['device']}") for r in results]
     by = claim.get("allocatedBy")
-    return "\n".join([*lines, f"(by the {by})" if by else ""]).strip()
+    return "\n".join([*lines, f"(by the {shown(by)})" if by else ""]).strip()
 
 
 def _reserved(claim: dict[str, Any], pods_by_uid: dict[str, str]) -> str:
@@ -227,7 +245,7 @@ def _reserved(claim: dict[str, Any], pods_by_uid: dict[str, str]) -> str:
         return "-"
     names = [r.get("name") or pods_by_uid.get(r.get("uid", ""), r.get("uid", "?")) for r in reserved]
     by = claim.get("reservedBy")
-    return ", ".join(names) + (f" (by the {by})" if by else "")
+    return shown(", ".join(names)) + (f" (by the {shown(by)})" if by else "")
 
 
 def print_claims(console: Console, data: dict[str, Any]) -> None:
@@ -244,13 +262,13 @@ def print_claims(console: Console, data: dict[str, Any]) -> None:
         name = f"{claim['namespace']}/{claim['name']}"
         table.add_row(
             # A claim made from a template or for extended resources names its pod (by UID in the API).
-            name + (f"\n(for pod {pods.get(origin, origin)})" if origin else ""),
-            claim.get("uid") or "-",
+            shown(name) + (f"\n(for pod {shown(pods.get(origin, origin))})" if origin else ""),
+            shown(claim.get("uid") or "-"),
             _allocation(claim),
             _reserved(claim, pods),
             contract.prepared_state(bool(claim.get("prepared")), bool(claim.get("cached"))),
-            "\n".join(claim.get("cdiDevices", [])) or "-",
-            "\n".join(pods.values()) or "-",
+            "\n".join(shown(c) for c in claim.get("cdiDevices", [])) or "-",
+            "\n".join(shown(p) for p in pods.values()) or "-",
         )
     print_whole(console, table)
     if not claims:
@@ -263,7 +281,7 @@ def print_claims(console: Console, data: dict[str, Any]) -> None:
     if statuses:
         console.print("Device status (status.devices, as the drivers report it):", highlight=False)
     for line in statuses:
-        console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+        console.print(f"  {shown(line)}", highlight=False, soft_wrap=True)
 
 
 def _device_status(entry: dict[str, Any]) -> str:

@@ -266,6 +266,10 @@ class StandInDRAKubelet:
         documents = [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
         return [device for d in documents for device in (d.get("spec") or {}).get("devices") or []]
 
+    def device_status(self, claim: str, namespace: str = "default") -> list[dict[str, Any]]:
+        """The claim's `status.devices` as its drivers wrote them (`set_device_status`, conditions)."""
+        return self._status.device_status(namespace, claim)
+
     def health(self, driver: str | None = None) -> dict[str, str]:
         """Device name -> "Healthy", "Unhealthy" or "Unknown", as the driver's health stream said."""
         return {

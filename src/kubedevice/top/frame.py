@@ -14,7 +14,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from kubedevice.console import shown
 from kubedevice.inventory.model import numa_label
+from kubedevice.logs import escaped
 from kubedevice.top.model import DeviceCell, ResourceRow, TopView
 from kubedevice.wording import counted
 
@@ -88,7 +90,8 @@ def _groups(devices: Iterable[DeviceCell]) -> list[tuple[str, list[DeviceCell]]]
 
 def _resource(r: ResourceRow, numbers: dict[str, int], health_known: bool) -> RenderableType:
     counts = _Counts.of(r.devices).describe(len(r.devices), health_known)
-    name = f"{r.resource} (DRA)" if r.dra else r.resource
+    # Names from plugins, printed as Text (no markup): only their control characters escaped.
+    name = escaped(f"{r.resource} (DRA)" if r.dra else r.resource)
     lines = [Text.assemble((name, "bold"), "  ", counts)]
     if r.note is not None:
         lines.append(Text(f"  {r.note}", style="bold red"))
@@ -110,9 +113,9 @@ def _resource(r: ResourceRow, numbers: dict[str, int], health_known: bool) -> Re
         lines.append(line)
     unhealthy = [d.device for d in r.devices if d.healthy is False]
     if unhealthy:
-        shown = ", ".join(unhealthy[:MAX_NAMED])
+        named = escaped(", ".join(unhealthy[:MAX_NAMED]))
         more = f", and {len(unhealthy) - MAX_NAMED} more" if len(unhealthy) > MAX_NAMED else ""
-        lines.append(Text(f"  unhealthy: {shown}{more}", style="red"))
+        lines.append(Text(f"  unhealthy: {named}{more}", style="red"))
     return Group(*lines)
 
 
@@ -129,9 +132,9 @@ def _pods(view: TopView, numbers: dict[str, int]) -> RenderableType:
         previous = h.pod
         table.add_row(
             str(numbers[h.pod]) if first else "",
-            h.pod if first else "",
-            h.container,
-            f"{h.resource}: {','.join(h.devices)}" + (f" (claim {h.claim})" if h.claim else ""),
+            shown(h.pod) if first else "",
+            shown(h.container),
+            shown(f"{h.resource}: {','.join(h.devices)}" + (f" (claim {h.claim})" if h.claim else "")),
         )
     return table
 

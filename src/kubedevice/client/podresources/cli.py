@@ -18,7 +18,7 @@ from rich.table import Table
 from kubedevice.api.constants import POD_RESOURCES_SOCKET
 from kubedevice.api.podresources.v1 import api_pb2 as pr
 from kubedevice.api.podresources.v1 import api_pb2_grpc as pr_grpc
-from kubedevice.console import fail, make_console
+from kubedevice.console import fail, make_console, shown
 
 podresources_app = typer.Typer(
     rich_markup_mode=None,
@@ -86,20 +86,19 @@ def _print_pod_resources(pod_resources: list[pr.PodResources]) -> None:
         table.add_column(column)
     for p in pod_resources:
         for c in p.containers:
+            pod, container = shown(f"{p.namespace}/{p.name}"), shown(c.name)
             if not c.devices and not c.dynamic_resources:
-                table.add_row(f"{p.namespace}/{p.name}", c.name, "", "", "")
+                table.add_row(pod, container, "", "", "")
             for d in c.devices:
                 table.add_row(
-                    f"{p.namespace}/{p.name}", c.name, d.resource_name, ",".join(d.device_ids), _topology(d)
+                    pod, container, shown(d.resource_name), shown(",".join(d.device_ids)), _topology(d)
                 )
             # DRA: one row per device of each claim (its CDI list repeats the driver's earlier devices' IDs
             # on the wire, as a kubelet's does, so devices are what the table counts).
             for dr in c.dynamic_resources:
                 for r in dr.claim_resources:
-                    claim = f"claim {dr.claim_namespace}/{dr.claim_name} ({r.driver_name})"
-                    table.add_row(
-                        f"{p.namespace}/{p.name}", c.name, claim, f"{r.pool_name}/{r.device_name}", "-"
-                    )
+                    claim = shown(f"claim {dr.claim_namespace}/{dr.claim_name} ({r.driver_name})")
+                    table.add_row(pod, container, claim, shown(f"{r.pool_name}/{r.device_name}"), "-")
     make_console().print(table)
 
 
@@ -128,7 +127,7 @@ def podresources_allocatable(socket: str = _SOCKET_OPTION, as_json: bool = _JSON
     for column in ("resource", "device", "numa"):
         table.add_column(column)
     for d in resp.devices:
-        table.add_row(d.resource_name, ",".join(d.device_ids), _topology(d))
+        table.add_row(shown(d.resource_name), shown(",".join(d.device_ids)), _topology(d))
     make_console().print(table)
 
 

@@ -2,8 +2,10 @@
 
 Devices are `fake-0 .. fake-<N-1>`, or with a DRA driver named after its first label (gpu.example.com:
 `gpu-0 .. gpu-<N-1>`), spread over K NUMA nodes round-robin or in blocks. Health can be
-fixed at start (`unhealthy`) and flipped at runtime through a JSON file listing the unhealthy IDs,
-which is how tests running the plugin as a separate process make health change.
+fixed at start (`unhealthy`) and flipped at runtime through a JSON file listing the unhealthy IDs (or an
+object with those and each device's taints), which is how tests running the plugin as a separate process
+make health and taints change. The DRA shapes of the example driver (partitions, shared devices, binding
+conditions) are fake_dra.py's.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Literal
 
 from kubedevice.plugin.base import DevicePlugin
+from kubedevice.plugin.builtin.fake_dra import BindingMarker, DRAShape, device_taints, mark_bound, parse_taint
 from kubedevice.plugin.cdi import (
     CDIDevice,
     CDIError,
@@ -29,6 +32,7 @@ from kubedevice.plugin.cdi import (
     check_spec_dir,
     validate_kind,
 )
+from kubedevice.plugin.dra.device_model import CounterSet, DeviceTaint
 from kubedevice.plugin.dra.paths import check_driver_name
 from kubedevice.plugin.errors import ConfigError
 from kubedevice.plugin.model import Allocation, Device, Face, PluginOptions
@@ -85,6 +89,11 @@ class FakeConfig:
     api: FakeApi = "device-plugin"
     attributes: Mapping[str, str | int | bool] = field(default_factory=dict)
     capacity: Mapping[str, str] = field(default_factory=dict)
+    #: DRA only: partitions, shared devices, binding conditions (fake_dra.py); taints of `--taint`
+    #: (device, taint: None for every device) and the taint of unhealthy devices.
+    shape: DRAShape = field(default_factory=DRAShape)
+    taints: tuple[tuple[str | None, DeviceTaint], ...] = ()
+    health_taint: DeviceTaint | None = None
 
     def __post_init__(self) -> None:
         if self.api in ("device-plugin", "both") or self.resource:
@@ -121,6 +130,17 @@ class FakeConfig:
         unknown = sorted(self.unhealthy - set(self.device_ids()))
         if unknown:
             raise ConfigError(f"unknown device IDs in unhealthy list: {', '.join(unknown)}")
+        unknown = sorted({d for d, _ in self.taints if d is not None} - set(self.device_ids()))
+        if unknown:
+            raise ConfigError(
+                f"--taint names unknown devices: {', '.join(unknown)} — see the device IDs in --help"
+            )
+        dra_only = self.shape != DRAShape() or self.taints or self.health_taint is not None
+        if dra_only and self.api != "dra":
+            raise ConfigError(
+                "--partitions, --shared, --binding-delay, --taint and --health-taint are DRA features — "
+                "use --driver without --resource (or --api dra)"
+            )
 
     @property
     def prefix(self) -> str:
@@ -132,8 +152,12 @@ class FakeConfig:
         """The CDI kind of the DRA face's devices: <driver>/<first label> (gpu.example.com/gpu)."""
         return f"{self.driver}/{self.prefix}"
 
-    def device_ids(self) -> list[str]:
+    def gpu_ids(self) -> list[str]:
+        """The fake GPUs: each a device, or with partitions each a counter set and its devices."""
         return [f"{self.prefix}-{i}" for i in range(self.count)]
+
+    def device_ids(self) -> list[str]:
+        return self.shape.device_ids(self.gpu_ids()) if self.api == "dra" else self.gpu_ids()
 
     def face_of(self, index: int) -> Face:
         """Under api "both", the first half of the devices (rounded down) is on the device plugin face."""
@@ -156,9 +180,12 @@ class FakePlugin(DevicePlugin):
         self.driver_name = config.driver
         self.poll_interval = config.poll_interval
         self.cdi_spec_dir = config.cdi_spec_dir
-        self._file_unhealthy: frozenset[str] = frozenset()
+        self.health_taint = config.health_taint
+        self._file = HealthFile()
         self._file_stamp: tuple[int, int, int] | None = None
         self._warned_missing = False
+        delay = config.shape.binding_delay
+        self._binding = BindingMarker(delay) if delay is not None else None
 
     def options(self) -> PluginOptions:
         # The flags decide what is advertised, so one class can play every kind of plugin.
@@ -168,24 +195,39 @@ class FakePlugin(DevicePlugin):
         )
 
     async def devices(self) -> Sequence[Device]:
-        unhealthy = self.config.unhealthy | await self._unhealthy_from_file()
+        if self._binding is not None:
+            await mark_bound(self, self._binding)
+        state = await self._health_from_file()
+        unhealthy = self.config.unhealthy | state.unhealthy
         name = self.config.driver or self.config.resource
-        return [
-            Device(
-                device_id,
-                device_id not in unhealthy,
-                self.config.numa_of(i),
-                attributes={
-                    **self.config.attributes,
-                    "index": i,
-                    # Stable across restarts: a user's selector on it keeps matching the same device.
-                    "uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"kubedevice-fake/{name}/{device_id}")),
-                },
-                capacity=self.config.capacity,
-                api=self.config.face_of(i),
+        gpus = {gpu: i for i, gpu in enumerate(self.config.gpu_ids())}
+        out = []
+        for i, device_id in enumerate(self.config.device_ids()):
+            gpu = gpus[self.config.shape.gpu_of(device_id)] if self.config.api == "dra" else i
+            shaped = self.config.shape.fields(device_id) if self.config.api == "dra" else {}
+            attributes, capacity = shaped.pop("attributes", {}), shaped.pop("capacity", {})
+            out.append(
+                Device(
+                    device_id,
+                    device_id not in unhealthy,
+                    self.config.numa_of(gpu),
+                    attributes={
+                        **self.config.attributes,
+                        **attributes,
+                        "index": gpu,
+                        # Stable across restarts: a user's selector on it keeps matching the same device.
+                        "uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"kubedevice-fake/{name}/{device_id}")),
+                    },
+                    capacity={**self.config.capacity, **capacity},
+                    api=self.config.face_of(gpu),
+                    taints=device_taints(device_id, self.config.taints, state.taints),
+                    **shaped,
+                )
             )
-            for i, device_id in enumerate(self.config.device_ids())
-        ]
+        return out
+
+    def shared_counters(self, devices: Sequence[Device]) -> Sequence[CounterSet]:
+        return self.config.shape.counter_sets(self.config.gpu_ids())
 
     def cdi_spec(self, devices: Sequence[Device]) -> CDISpec | None:
         # Called once per face with that face's devices: the DRA face always has a spec of its own kind
@@ -216,10 +258,10 @@ class FakePlugin(DevicePlugin):
     async def pre_start_container(self, devices: Sequence[Device]) -> None:
         log.info("PreStartContainer for %s", ",".join(sorted(d.id for d in devices)))
 
-    async def _unhealthy_from_file(self) -> frozenset[str]:
+    async def _health_from_file(self) -> HealthFile:
         path = self.config.health_file
         if path is None:
-            return frozenset()
+            return self._file
         try:
             stamp, text = await asyncio.to_thread(_read_if_changed, path, self._file_stamp)
         except FileNotFoundError:
@@ -227,19 +269,19 @@ class FakePlugin(DevicePlugin):
                 # Said once per disappearance: a missing file means every device is healthy.
                 log.warning("health file %s does not exist: every device is healthy until it does", path)
                 self._warned_missing = True
-            self._file_stamp, self._file_unhealthy = None, frozenset()
-            return self._file_unhealthy
+            self._file_stamp, self._file = None, HealthFile()
+            return self._file
         except OSError as exc:
             log.error("cannot read health file %s: %s; keeping the previous health", path, exc.strerror)
-            return self._file_unhealthy
+            return self._file
         if text is None:
-            return self._file_unhealthy
+            return self._file
         self._file_stamp = stamp
         try:
-            self._file_unhealthy = parse_health_file(text, set(self.config.device_ids()))
+            self._file = parse_health_file(text, set(self.config.device_ids()))
         except ValueError as exc:
             log.error("health file %s: %s; keeping the previous health", path, exc)
-        return self._file_unhealthy
+        return self._file
 
 
 def _cdi_env(device_id: str) -> str:
@@ -247,20 +289,44 @@ def _cdi_env(device_id: str) -> str:
     return f"FAKE_CDI_{suffix}={device_id}"
 
 
-def parse_health_file(text: str, known: set[str]) -> frozenset[str]:
-    """A JSON list of unhealthy device IDs; an empty file means none."""
+@dataclass(frozen=True)
+class HealthFile:
+    """What the health file says: the unhealthy devices, and (DRA) each device's taints."""
+
+    unhealthy: frozenset[str] = frozenset()
+    taints: Mapping[str, tuple[DeviceTaint, ...]] = field(default_factory=dict)
+
+
+def parse_health_file(text: str, known: set[str]) -> HealthFile:
+    """A JSON list of unhealthy device IDs, or an object `{"unhealthy": [IDs], "taints": {ID:
+    ["KEY[=VALUE]:EFFECT", ...]}}`; an empty file means every device healthy and untainted."""
     if not text.strip():
-        return frozenset()
+        return HealthFile()
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, list) or not all(isinstance(item, str) for item in data):
-        raise ValueError("must be a JSON list of device ID strings")
-    unknown = sorted(set(data) - known)
+    shape = 'must be a JSON list of device ID strings, or an object {"unhealthy": [...], "taints": {...}}'
+    if isinstance(data, dict) and set(data) <= {"unhealthy", "taints"}:
+        unhealthy, taints = data.get("unhealthy", []), data.get("taints", {})
+    else:
+        unhealthy, taints = data, {}
+    if not isinstance(unhealthy, list) or not all(isinstance(item, str) for item in unhealthy):
+        raise ValueError(shape)
+    if not isinstance(taints, dict) or not all(
+        isinstance(v, list) and all(isinstance(t, str) for t in v) for v in taints.values()
+    ):
+        raise ValueError('"taints" must map device IDs to lists of KEY[=VALUE]:EFFECT strings')
+    unknown = sorted((set(unhealthy) | set(taints)) - known)
     if unknown:
         raise ValueError(f"unknown device IDs: {', '.join(unknown)}")
-    return frozenset(data)
+    try:
+        parsed = {
+            device: tuple(parse_taint(t, "taint")[1] for t in texts) for device, texts in taints.items()
+        }
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+    return HealthFile(frozenset(unhealthy), parsed)
 
 
 def _read_if_changed(

@@ -7,8 +7,9 @@ device's ID is given with the request's first device only: the container gets th
 Annotations have no DRA channel and are dropped with a warning.
 
 A share of a device (a result with a `shareID`, from consumable capacity) gets a CDI device of its own
-in that spec, ``<claimUID>-<shareID>``, which sets ``KUBEDEVICE_SHARE_<DEVICE>=<shareID>``: two claims
-sharing one device never share a CDI device, and a container can tell which share it holds.
+in that spec, ``<claimUID>-<shareID>``, which sets ``KUBEDEVICE_SHARE_<DEVICE>=<shareID>`` and, for each
+capacity the share consumes, ``KUBEDEVICE_SHARE_<DEVICE>_<CAPACITY>=<quantity>``: two claims sharing one
+device never share a CDI device, and a container can tell which share it holds and how much of it.
 """
 
 from __future__ import annotations
@@ -87,9 +88,17 @@ async def prepare_with_allocate(
     return DefaultPrepared(prepared, spec)
 
 
+def _env_name(text: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in text).upper()
+
+
 def _share_edits(result: AllocatedDevice) -> ContainerEdits:
-    device = "".join(c if c.isalnum() else "_" for c in result.device).upper()
-    return ContainerEdits(env=(f"KUBEDEVICE_SHARE_{device}={result.share_id}",))
+    device = _env_name(result.device)
+    consumed = (
+        f"KUBEDEVICE_SHARE_{device}_{_env_name(name)}={quantity}"
+        for name, quantity in sorted(result.consumed_capacity.items())
+    )
+    return ContainerEdits(env=(f"KUBEDEVICE_SHARE_{device}={result.share_id}", *consumed))
 
 
 def _edits(allocation: Allocation) -> ContainerEdits:

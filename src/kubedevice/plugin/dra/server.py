@@ -37,16 +37,18 @@ from kubedevice.plugin.base import DevicePlugin
 from kubedevice.plugin.cdi.files import DEFAULT_SPEC_DIR
 from kubedevice.plugin.cdi.owner import SpecFile
 from kubedevice.plugin.dra.backend.slices import device_name as slice_device_name
-from kubedevice.plugin.dra.backend_api import AllocationSource, DRABackend, PublishedDevice
+from kubedevice.plugin.dra.backend_api import AllocationSource, DRABackend, PublishedTaints
 from kubedevice.plugin.dra.health import RESEND_INTERVAL_S, HealthFeed, HealthV1, HealthV1alpha1
+from kubedevice.plugin.dra.hooks import DriverHooks
 from kubedevice.plugin.dra.paths import DRAPaths, check_driver_name
 from kubedevice.plugin.dra.prepare import ClaimPreparer
+from kubedevice.plugin.dra.publication import publication
 from kubedevice.plugin.dra.services import DRAPluginV1, DRAPluginV1beta1, DRARegistrationService
 from kubedevice.plugin.dra.state import CallLock, StateFileError, load_state, read_boot_id
+from kubedevice.plugin.dra.taints import TaintBook
 from kubedevice.plugin.errors import ConfigError
 from kubedevice.plugin.events import EventBus, EventKind
 from kubedevice.plugin.inventory import Inventory
-from kubedevice.plugin.model import Device
 from kubedevice.plugin.watcher import KubeletWatcher, wait_for_directory
 from kubedevice.tasks import cancel_and_wait
 
@@ -94,6 +96,7 @@ class DRAServer:
         self.backend = backend
         self.events = events
         self.health = HealthFeed()
+        self.taints = TaintBook(plugin.health_taint)
         self._health_resend = health_resend_interval
         self._poll_interval = poll_interval
         self._names: dict[str, str] = {}
@@ -134,12 +137,19 @@ class DRAServer:
         self._backend_started = False
         # The plugin's own CDI spec (`cdi_spec()`), built from this face's devices, as on the other face.
         self.cdi = SpecFile(plugin.cdi_spec, spec_dir, events)
+        # What the plugin's own code calls at run time (set_device_taints, set_device_status...).
+        self.hooks = DriverHooks(
+            self.driver, backend, self.taints, self._publish_wanted.set, lambda: self._names
+        )
+        plugin.attach_dra_hooks(self.hooks)
 
     async def start(self) -> None:
         """Check the state file and connect the backend; serving and registration go on in the background."""
         await asyncio.to_thread(load_state, self.paths.state_file)  # unreadable: refuse to start
         await self.backend.start()
         self._backend_started = True
+        if isinstance(self.backend, PublishedTaints):
+            self.taints.remember(await self.backend.published_taint_times())
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self.cdi.run(), name="dra-cdi-spec"))
         self._tasks.append(loop.create_task(self._follow_devices(), name="dra-devices"))
@@ -148,6 +158,7 @@ class DRAServer:
         self._tasks.append(self.lifecycle)
 
     async def stop(self) -> None:
+        self.plugin.attach_dra_hooks(None)
         await cancel_and_wait(*self._tasks)
         self._tasks.clear()
         self.health.close()
@@ -211,17 +222,18 @@ class DRAServer:
         self._publish_wanted.set()
 
     async def _publish(self) -> None:
-        devices = [_slice_device(d) for d in self.inventory.devices if d.healthy]
         async with self._publish_lock:
             try:
-                await self.backend.publish(devices)
+                # In the lock: the taints' times are stamped in the order the publications go out.
+                wanted = publication(self.plugin, self.taints, self.inventory.devices)
+                await self.backend.publish(wanted.devices, wanted.counter_sets)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 # The backend retries on its own; the next change or registration publishes again.
                 log.error("publishing the devices of %s failed: %s", self.driver, exc)
                 return
-        self.events.emit(EventKind.PUBLISHED, devices=str(len(devices)))
+        self.events.emit(EventKind.PUBLISHED, devices=str(len(wanted.devices)))
 
     # ---- sockets and registration --------------------------------------------------------------
 
@@ -277,15 +289,6 @@ async def _listen(path: Path, add_services: Callable[[grpc.aio.Server], None]) -
         return await serve_unix(path, add_services)
     except UnixBindError as err:
         raise ConfigError(str(err)) from None
-
-
-def _slice_device(device: Device) -> PublishedDevice:
-    return PublishedDevice(
-        id=device.id,
-        attributes=dict(device.attributes),
-        capacity=dict(device.capacity),
-        numa_nodes=device.numa_nodes,
-    )
 
 
 def _overrides(plugin: DevicePlugin, hook: str) -> bool:

@@ -2,7 +2,8 @@
 
 Publication follows the Go helper's `PublishResources` (its resourceslice controller): slices named by
 `generateName: <node>-<driver>-`, owned by the Node (so they go when the Node goes), `spec.nodeName` and
-the pool named after the node, at most 128 devices a slice. One task brings the API server's slices to
+the pool named after the node, counter sets in slices of their own and at most 128 devices a slice (64
+where a device has taints or consumes counters; see slices.py). One task brings the API server's slices to
 what `publish()` last asked for: when the content differs it bumps the pool generation, updates the
 slices it can reuse, creates the missing ones and deletes the surplus; when nothing differs it writes
 nothing. A failed call is logged and the pass tried again with exponential backoff. A second task watches
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from kubedevice.backoff import Backoff
@@ -22,17 +24,27 @@ from kubedevice.plugin.dra.backend.slices import (
     API_VERSION,
     KIND,
     PoolContent,
-    devices_key,
+    body_key,
     pool_content,
     slice_spec,
+    taint_times,
 )
-from kubedevice.plugin.dra.backend_api import ClaimFetchError, PublishedDevice
+from kubedevice.plugin.dra.backend_api import (
+    ClaimFetchError,
+    ClaimStatusError,
+    PublishedDevice,
+    StatusEntries,
+)
+from kubedevice.plugin.dra.device_model import CounterSet
 from kubedevice.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from kubedevice.plugin.dra.backend.kube import KubeApi
 
 log = logging.getLogger(__name__)
+
+#: How often a claim's status update is tried when it conflicts with other writers.
+_STATUS_TRIES = 6
 
 
 class ClusterBackend:
@@ -109,12 +121,60 @@ class ClusterBackend:
         except KubeError as err:
             raise ClaimFetchError(str(err)) from None
 
-    async def publish(self, devices: Sequence[PublishedDevice]) -> None:
-        """Ask for these devices to be published; returns at once, the publishing task does the calls.
+    async def update_claim_status(self, namespace: str, name: str, entries: StatusEntries) -> None:
+        """UpdateStatus of the claim with this driver's entries (others' kept), read and written again
+        when someone changed the claim in between (409 Conflict), as a controller's update loop does."""
+        from kubedevice.plugin.dra.backend.kube import KubeError
+
+        for _ in range(_STATUS_TRIES - 1):
+            claim = await self.get_claim(namespace, name)
+            status = claim.setdefault("status", {})
+            others = [e for e in status.get("devices") or [] if e.get("driver") != self.driver_name]
+            status["devices"] = others + entries(claim)
+            try:
+                assert self._api is not None  # get_claim raised otherwise
+                await self._api.replace_claim_status(claim)
+                return
+            except KubeError as err:
+                if err.code != 409:
+                    raise ClaimStatusError(str(err)) from None
+        raise ClaimStatusError(
+            f"claim {namespace}/{name} kept changing: {_STATUS_TRIES - 1} updates conflicted"
+        )
+
+    async def list_claims(self) -> list[dict[str, Any]]:
+        from kubedevice.plugin.dra.backend.kube import KubeError
+
+        if self._api is None:
+            raise ClaimFetchError("the API server connection is not started")
+        try:
+            claims = await self._api.list_claims()
+        except KubeError as err:
+            raise ClaimFetchError(str(err)) from None
+        return [c for c in claims if (c.get("status") or {}).get("allocation")]
+
+    async def published_taint_times(self) -> dict[tuple[str, str, str, str], datetime]:
+        """The taints' times in this driver's slices on this node, as the API server holds them."""
+        from kubedevice.plugin.dra.backend.kube import KubeError
+
+        if self._api is None:
+            return {}
+        try:
+            listing = await self._api.list_slices(self.driver_name, self.node_name)
+        except KubeError as err:
+            log.warning("cannot read the taints published before: %s", err)
+            return {}
+        return taint_times(_spec(item) for item in listing.items)
+
+    async def publish(
+        self, devices: Sequence[PublishedDevice], counter_sets: Sequence[CounterSet] = ()
+    ) -> None:
+        """Ask for these devices and counter sets to be published; returns at once, the publishing task
+        does the calls.
 
         Raises SliceContentError (a ValueError) for devices that cannot be published; nothing changes then.
         """
-        self._content = pool_content(devices)
+        self._content = pool_content(devices, counter_sets)
         self._dirty.set()
 
     # ------------------------------------------------------------------------------------------------
@@ -179,7 +239,7 @@ class ClusterBackend:
             self.generation = target
             log.info(
                 "published %d device(s) of %s in %d ResourceSlice(s) (pool %s, generation %d)",
-                sum(len(chunk) for chunk in content.chunks),
+                content.device_count,
                 self.driver_name,
                 content.slice_count,
                 self.node_name,
@@ -193,14 +253,14 @@ class ClusterBackend:
         if len(current) != content.slice_count:
             return False
         unmatched = list(current)
-        for chunk in content.chunks:
-            wanted = devices_key(chunk)
+        for body in content.bodies:
+            wanted = body_key(body)
             match = next(
                 (
                     s
                     for s in unmatched
                     if _pool(s).get("resourceSliceCount") == content.slice_count
-                    and devices_key(_spec(s).get("devices") or []) == wanted
+                    and body_key(_spec(s)) == wanted
                     and self._owned(s)
                 ),
                 None,

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 from lightkube import ApiError, AsyncClient, ConfigError, KubeConfig
 from lightkube.operators import BinaryOperator, SequenceOperator
 from lightkube.resources.core_v1 import Node
-from lightkube.resources.resource_v1 import ResourceClaim, ResourceSlice
+from lightkube.resources.resource_v1 import ResourceClaim, ResourceClaimStatus, ResourceSlice
 
 #: Who the API server records as the writer of our slices (managedFields).
 FIELD_MANAGER = "kubedevice"
@@ -98,6 +98,25 @@ class KubeApi:
         except _CALL_ERRORS as err:
             raise _failure(err) from None
         return _as_json(claim)
+
+    async def replace_claim_status(self, body: dict[str, Any]) -> dict[str, Any]:
+        """UpdateStatus of a claim; `metadata.resourceVersion` in `body` makes a concurrent change a 409."""
+        meta = body.get("metadata") or {}
+        claim = cast(ResourceClaimStatus, ResourceClaimStatus.from_dict(body))
+        try:
+            written = await self._client.replace(
+                claim, str(meta.get("name")), namespace=meta.get("namespace")
+            )
+        except _CALL_ERRORS as err:
+            raise _failure(err) from None
+        return _as_json(written)
+
+    async def list_claims(self) -> list[dict[str, Any]]:
+        """Every ResourceClaim, in all namespaces."""
+        try:
+            return [_as_json(item) async for item in self._client.list(ResourceClaim, namespace="*")]
+        except _CALL_ERRORS as err:
+            raise _failure(err) from None
 
     async def list_slices(self, driver: str, node_name: str) -> SliceList:
         """This driver's slices on this node (field selectors the API server supports for ResourceSlice)."""

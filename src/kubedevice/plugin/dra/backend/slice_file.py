@@ -7,12 +7,14 @@ name (ending in `.tmp`, which the daemon skips) and renamed into place: it never
 from __future__ import annotations
 
 import contextlib
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from kubedevice.durable import replace_file
+from kubedevice.plugin.dra.backend.slices import taint_times
 
 SLICE_DIR_NAME = "resourceslices"
 
@@ -39,20 +41,30 @@ def write(path: Path, text: str) -> None:
     replace_file(path, text, mode=0o644)
 
 
+def _documents(path: Path) -> list[dict[str, Any]]:
+    """The file's slice documents; none when it is missing or cannot be read."""
+    with contextlib.suppress(OSError, yaml.YAMLError, UnicodeDecodeError):
+        text = path.read_text(encoding="utf-8")
+        return [
+            d for d in yaml.safe_load_all(text) if isinstance(d, dict) and isinstance(d.get("spec"), dict)
+        ]
+    return []
+
+
+def read_taint_times(path: Path) -> dict[tuple[str, str, str, str], datetime]:
+    """(device name, key, value, effect) -> timeAdded of each taint in an existing slice file."""
+    return taint_times(doc["spec"] for doc in _documents(path))
+
+
 def read_generation(path: Path) -> int:
     """The highest pool generation in an existing slice file, 0 when there is none or it cannot be read.
 
     A restarted plugin continues from it, so the daemon never sees the pool's generation go backwards.
     """
-    with contextlib.suppress(OSError, yaml.YAMLError):
-        text = path.read_text(encoding="utf-8")
-        generations = [
-            doc["spec"]["pool"]["generation"]
-            for doc in yaml.safe_load_all(text)
-            if isinstance(doc, dict)
-            and isinstance(doc.get("spec"), dict)
-            and isinstance(doc["spec"].get("pool"), dict)
-            and isinstance(doc["spec"]["pool"].get("generation"), int)
-        ]
-        return max(generations, default=0)
-    return 0
+    generations = [
+        doc["spec"]["pool"]["generation"]
+        for doc in _documents(path)
+        if isinstance(doc["spec"].get("pool"), dict)
+        and isinstance(doc["spec"]["pool"].get("generation"), int)
+    ]
+    return max(generations, default=0)

@@ -8,19 +8,28 @@ refuse it too, but only after the slice was sent, and the retries would never en
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
+from datetime import datetime
 from typing import Any
 
 from kubedevice.plugin.dra.backend_api import PublishedDevice
+from kubedevice.plugin.dra.device_model import CounterSet, DeviceCapacity, rfc3339
+from kubedevice.resource.quantity import parse_quantity
+from kubedevice.resource.slice_rules import (
+    MAX_COUNTER_SETS,
+    MAX_DEVICES,
+    MAX_DEVICES_WITH_TAINTS_OR_COUNTERS,
+    uses_taints_or_counters,
+    validate_device,
+    validate_pool,
+)
 
 API_VERSION = "resource.k8s.io/v1"
 KIND = "ResourceSlice"
-#: The API's limit on `spec.devices` of one slice.
-MAX_DEVICES_PER_SLICE = 128
 #: The API's limit on attributes and capacities of one device, together.
 MAX_ATTRIBUTES_AND_CAPACITIES = 32
 #: Attributes the backend publishes itself; a device may not set them.
@@ -101,7 +110,8 @@ def _check_name(kind: str, name: str) -> None:
 
 
 def device_json(device: PublishedDevice) -> dict[str, Any]:
-    """One entry of `spec.devices`: its name, attributes (deviceID, numaNode, the device's own), capacity."""
+    """One entry of `spec.devices`: its name, attributes (deviceID, numaNode, the device's own), capacity,
+    and the DRA fields it uses (counters consumed, taints, multiple allocations, binding conditions)."""
     try:
         attributes: dict[str, Any] = {DEVICE_ID_ATTRIBUTE: {"string": device.id}}
         if len(device.numa_nodes) == 1:
@@ -114,11 +124,13 @@ def device_json(device: PublishedDevice) -> dict[str, Any]:
         capacity: dict[str, Any] = {}
         for name, quantity in sorted(device.capacity.items()):
             _check_name("capacity", name)
-            if not isinstance(quantity, str) or not _QUANTITY.match(quantity):
+            given = quantity.to_json() if isinstance(quantity, DeviceCapacity) else {"value": quantity}
+            if not isinstance(given["value"], str) or not _QUANTITY.match(given["value"]):
                 raise SliceContentError(
-                    f'capacity {name}: "{quantity}" is not a quantity — write e.g. "16Gi", "2" or "500m"'
+                    f'capacity {name}: "{given["value"]}" is not a quantity — write e.g. "16Gi", "2" or '
+                    '"500m"'
                 )
-            capacity[name] = {"value": quantity}
+            capacity[name] = given
         if len(attributes) + len(capacity) > MAX_ATTRIBUTES_AND_CAPACITIES:
             raise SliceContentError(
                 f"{len(attributes)} attributes and {len(capacity)} capacities: the API allows at most "
@@ -129,25 +141,56 @@ def device_json(device: PublishedDevice) -> dict[str, Any]:
     entry: dict[str, Any] = {"name": device_name(device.id), "attributes": attributes}
     if capacity:
         entry["capacity"] = capacity
+    entry.update(_dra_fields(device))
+    errors = validate_device(entry, "device")
+    if errors:
+        raise SliceContentError(f"device {device.id}: " + "; ".join(str(e) for e in errors))
     return entry
+
+
+def _dra_fields(device: PublishedDevice) -> dict[str, Any]:
+    """The fields of partitionable devices, taints, consumable capacity and binding conditions, each only
+    when used (an API server without the feature drops a field it does not know)."""
+    out: dict[str, Any] = {}
+    if device.consumes_counters:
+        out["consumesCounters"] = [c.to_json() for c in device.consumes_counters]
+    if device.taints:
+        out["taints"] = [t.to_json() for t in device.taints]
+    if device.allow_multiple_allocations:
+        out["allowMultipleAllocations"] = True
+    if device.binding_conditions or device.binding_failure_conditions:
+        out["bindingConditions"] = list(device.binding_conditions)
+        out["bindingFailureConditions"] = list(device.binding_failure_conditions)
+    if device.binds_to_node:
+        out["bindsToNode"] = True
+    return out
 
 
 @dataclass(frozen=True, slots=True)
 class PoolContent:
-    """A pool's devices, in the order they are published, cut into slices of at most 128."""
+    """What a pool's slices hold, one body each, in the order they are published: the counter sets first
+    (at most 8 a slice, in slices without devices, as the API requires), then the devices (at most 128 a
+    slice, 64 in a slice where a device has taints or consumes counters)."""
 
-    chunks: tuple[tuple[dict[str, Any], ...], ...]
+    bodies: tuple[Mapping[str, Any], ...]
 
     @property
     def slice_count(self) -> int:
-        return len(self.chunks)
+        return len(self.bodies)
+
+    @property
+    def device_count(self) -> int:
+        return sum(len(body.get("devices") or ()) for body in self.bodies)
 
 
-def pool_content(devices: Sequence[PublishedDevice]) -> PoolContent:
-    """The devices as slice entries, sorted by name so that the same set always gives the same slices.
+def pool_content(devices: Sequence[PublishedDevice], counter_sets: Sequence[CounterSet] = ()) -> PoolContent:
+    """The devices as slice entries, in the order the driver lists them (upstream's allocator takes the
+    first device that fits: the driver puts its preferred devices first, e.g. partitions before the whole
+    GPU), after the counter sets, in the driver's order too. The same lists give the same slices.
 
-    No device gives one empty slice: the pool then exists with no devices, rather than not at all.
-    Two IDs that give one name (or one ID twice) are refused: a pool's device names are its keys.
+    No device and no counter set gives one empty slice: the pool then exists with no devices, rather than
+    not at all. Two IDs that give one name (or one ID twice), a counter set named twice, or a device that
+    consumes a counter set or counter the pool does not have are refused (upstream's validatePool).
     """
     named = [(device_json(d), d.id) for d in devices]
     seen: dict[str, str] = {}
@@ -162,22 +205,50 @@ def pool_content(devices: Sequence[PublishedDevice]) -> PoolContent:
                 "give each device a distinct ID"
             )
         seen[name] = device_id
-    entries = sorted((entry for entry, _ in named), key=lambda e: str(e["name"]))
-    chunks = tuple(
-        tuple(entries[i : i + MAX_DEVICES_PER_SLICE]) for i in range(0, len(entries), MAX_DEVICES_PER_SLICE)
-    )
-    return PoolContent(chunks or ((),))
+    entries = [entry for entry, _ in named]
+    sets = [c.to_json() for c in counter_sets]
+    bodies: list[Mapping[str, Any]] = [
+        {"sharedCounters": sets[i : i + MAX_COUNTER_SETS]} for i in range(0, len(sets), MAX_COUNTER_SETS)
+    ]
+    problems = validate_pool("", [*bodies, {"devices": entries}])
+    if problems:
+        raise SliceContentError(problems[0].replace(' in pool ""', "") + _fix(problems[0]))
+    bodies += [{"devices": chunk} for chunk in _device_chunks(entries)]
+    return PoolContent(tuple(bodies) or ({"devices": []},))
+
+
+def _fix(problem: str) -> str:
+    if problem.startswith("found duplicate"):
+        return " — give each counter set a distinct name"
+    return " — return that counter set (and counter) from shared_counters(), or consume another"
+
+
+def _device_chunks(entries: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Devices in order, a slice filled until the next device would break its limit (64 once a device of it
+    has taints or consumes counters, else 128)."""
+    chunks: list[list[dict[str, Any]]] = []
+    current: list[dict[str, Any]] = []
+    limited = False
+    for entry in entries:
+        lower = limited or uses_taints_or_counters(entry)
+        if len(current) + 1 > (MAX_DEVICES_WITH_TAINTS_OR_COUNTERS if lower else MAX_DEVICES):
+            chunks.append(current)
+            current, lower = [], uses_taints_or_counters(entry)
+        current.append(entry)
+        limited = lower
+    return [*chunks, current] if current else chunks
 
 
 def slice_spec(
     *, driver: str, node_name: str, generation: int, content: PoolContent, index: int
 ) -> dict[str, Any]:
     """The spec of slice `index` of the pool: pool name = node name, this generation, the slice count."""
+    body = content.bodies[index]
     return {
         "driver": driver,
         "nodeName": node_name,
         "pool": {"name": node_name, "generation": generation, "resourceSliceCount": content.slice_count},
-        "devices": [dict(entry) for entry in content.chunks[index]],
+        **{key: [dict(item) for item in items] for key, items in body.items()},
     }
 
 
@@ -198,39 +269,48 @@ def standalone_slices(
     ]
 
 
-_SUFFIX_FACTORS: dict[str, Fraction] = {
-    **{s: Fraction(1024) ** (i + 1) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))},
-    **{s: Fraction(1000) ** (i + 1) for i, s in enumerate(("k", "M", "G", "T", "P", "E"))},
-    "n": Fraction(1, 10**9),
-    "u": Fraction(1, 10**6),
-    "m": Fraction(1, 1000),
-    "": Fraction(1),
-}
+#: The fields whose strings are quantities (a capacity's and a counter's `value`, a request policy's).
+_QUANTITY_FIELDS = frozenset(("value", "default", "min", "max", "step"))
 
 
-def quantity_value(quantity: str) -> Fraction:
-    """A quantity's exact value: the API server may send back "512Mi" for a published "0.5Gi"."""
-    match = _QUANTITY.match(quantity)
-    if match is None:
-        raise SliceContentError(f'"{quantity}" is not a quantity')
-    suffix = match.group(3) or ""
-    number = quantity[: len(quantity) - len(suffix)]
-    # "2E" is two exa; "2E3" is an exponent.
-    if len(suffix) > 1 and suffix[0] in "eE" and suffix[1] != "i":
-        return Fraction(number) * Fraction(10) ** int(suffix[1:])
-    return Fraction(number) * _SUFFIX_FACTORS[suffix]
+def body_key(body: Mapping[str, Any]) -> Any:
+    """What makes two slice bodies (`devices` or `sharedCounters`) the same content: every field, with
+    quantities compared as numbers and times to the second; a quantity written another way ("512Mi" for
+    "0.5Gi", as the API server sends it back) is no change."""
+    return _canonical({k: body.get(k) or [] for k in ("devices", "sharedCounters")}, "")
 
 
-def devices_key(devices: Sequence[Mapping[str, Any]]) -> list[tuple[str, Any, Any]]:
-    """What makes two device lists the same content: names, attributes and capacity values (compared as
-    numbers); a field the API server added or a quantity written another way is no change."""
-    key = []
-    for device in devices:
-        capacity = device.get("capacity") or {}
-        values: dict[str, Any]
+def _canonical(value: Any, key: str) -> Any:
+    if isinstance(value, Mapping):
+        return tuple(sorted((k, _canonical(v, k)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_canonical(v, "value" if key == "validValues" else "") for v in value)
+    if key in _QUANTITY_FIELDS and isinstance(value, str):
         try:
-            values = {name: quantity_value(str(entry.get("value"))) for name, entry in capacity.items()}
-        except (SliceContentError, AttributeError):
-            values = {"": capacity}  # unreadable: never equal to what we publish, so it is replaced
-        key.append((str(device.get("name")), device.get("attributes") or {}, values))
-    return key
+            return ("quantity", parse_quantity(value))
+        except ValueError:
+            return ("unreadable", value)  # never equal to what is published, so it is replaced
+    if key == "timeAdded" and isinstance(value, str):
+        try:
+            return ("time", rfc3339(datetime.fromisoformat(value)))
+        except ValueError:
+            return ("unreadable", value)
+    return value
+
+
+def taint_times(specs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str, str], datetime]:
+    """(device name, key, value, effect) -> timeAdded of each taint in these slice specs (unreadable
+    entries skipped): what a restarted driver keeps."""
+    times: dict[tuple[str, str, str, str], datetime] = {}
+    for spec in specs:
+        for device in spec.get("devices") or ():
+            for taint in (device.get("taints") or ()) if isinstance(device, Mapping) else ():
+                with contextlib.suppress(AttributeError, KeyError, TypeError, ValueError):
+                    key = (
+                        str(device["name"]),
+                        str(taint["key"]),
+                        str(taint.get("value", "")),
+                        str(taint["effect"]),
+                    )
+                    times[key] = datetime.fromisoformat(taint["timeAdded"])
+    return times

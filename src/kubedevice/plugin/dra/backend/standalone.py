@@ -1,7 +1,8 @@
 """Standalone mode: no API server; the node daemon beside the plugin stands in for it.
 
 Claims come from the daemon's status API (`GET /claims/<namespace>/<name>` on
-`<kubelet_dir>/kubedevice.sock`), and the driver's devices go into the slice file
+`<kubelet_dir>/kubedevice.sock`; a device's status goes back with `PUT .../status?driver=`), and the
+driver's devices go into the slice file
 `<kubelet_dir>/resourceslices/<driver>.yaml`, which the daemon reads whenever it changes. The daemon
 deletes that file when it starts and when the driver has been gone for a while; a plugin that is still
 running writes it again as soon as it is deleted (the directory watch wakes it; nothing polls on a timer).
@@ -12,15 +13,22 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from kubedevice.plugin.dra.backend import slice_file
 from kubedevice.plugin.dra.backend.errors import DRABackendError
 from kubedevice.plugin.dra.backend.slices import PoolContent, pool_content, standalone_slices
-from kubedevice.plugin.dra.backend_api import ClaimFetchError, PublishedDevice
+from kubedevice.plugin.dra.backend_api import (
+    ClaimFetchError,
+    ClaimStatusError,
+    PublishedDevice,
+    StatusEntries,
+)
+from kubedevice.plugin.dra.device_model import CounterSet
 from kubedevice.statusapi.client import StatusClient, StatusClientError
-from kubedevice.statusapi.contract import claim_not_found_text
+from kubedevice.statusapi.contract import CLAIMS, claim_not_found_text
 from kubedevice.tasks import cancel_and_wait
 from kubedevice.watch import DirectoryWatch
 
@@ -76,15 +84,48 @@ class StandaloneBackend:
             raise ClaimFetchError(claim_not_found_text(name))
         return claim
 
-    async def publish(self, devices: Sequence[PublishedDevice]) -> None:
-        """Write the slice file for these devices; the generation goes up when the content changes (and
-        past the file's, which a restarted plugin or another instance may have written).
+    async def update_claim_status(self, namespace: str, name: str, entries: StatusEntries) -> None:
+        """PUT this driver's entries to the daemon's status route; the daemon validates them as the API
+        server does and keeps other drivers' entries."""
+        claim = await self.get_claim(namespace, name)
+        try:
+            await self.daemon.put_claim_status(
+                namespace, name, driver=self.driver_name, devices=entries(claim)
+            )
+        except StatusClientError as err:
+            raise ClaimStatusError(str(err)) from None
+
+    async def list_claims(self) -> list[dict[str, Any]]:
+        """The daemon's `/claims` entries that are allocated, in the v1 shape the SDK reads."""
+        try:
+            view = await self.daemon.get_json(CLAIMS)
+        except StatusClientError as err:
+            raise ClaimFetchError(str(err)) from None
+        return [
+            {
+                "metadata": {"namespace": c.get("namespace"), "name": c.get("name"), "uid": c.get("uid")},
+                "status": {"allocation": c["allocation"], "devices": c.get("statusDevices") or []},
+            }
+            for c in (view.get("claims") if isinstance(view, dict) else None) or []
+            if isinstance(c, dict) and c.get("allocation")
+        ]
+
+    async def published_taint_times(self) -> dict[tuple[str, str, str, str], datetime]:
+        """The taints' times in the slice file a previous run of this driver left (none after the daemon
+        restarted: it clears the folder)."""
+        return await asyncio.to_thread(slice_file.read_taint_times, self.path)
+
+    async def publish(
+        self, devices: Sequence[PublishedDevice], counter_sets: Sequence[CounterSet] = ()
+    ) -> None:
+        """Write the slice file for these devices and counter sets; the generation goes up when the content
+        changes (and past the file's, which a restarted plugin or another instance may have written).
 
         Raises SliceContentError (a ValueError) for devices that cannot be published; nothing is written then.
         """
         if self._watch is None:
             raise RuntimeError("publish() before start()")
-        content = pool_content(devices)
+        content = pool_content(devices, counter_sets)
         async with self._lock:
             # During a rolling update two instances of the driver write this file: the generation on disk
             # may be the other's, and the pool's generation must never go down.
@@ -102,7 +143,7 @@ class StandaloneBackend:
         await asyncio.to_thread(slice_file.write, self.path, text)
         log.info(
             "published %d device(s) of %s in %s (pool %s, generation %d)",
-            sum(len(chunk) for chunk in content.chunks),
+            content.device_count,
             self.driver_name,
             self.path,
             self.node_name,
