@@ -240,8 +240,8 @@ def test_fake_taints_health_taints_and_binding_conditions(node: DRANodeProcesses
 
 
 def test_a_pod_waits_for_its_devices_binding_conditions(node: DRANodeProcesses) -> None:
-    """The daemon side of binding conditions (issue 33, the node daemon's part): skipped while the daemon
-    starts a pod before its devices' binding conditions are True."""
+    """The fake driver sets its device's binding condition True after a delay; the daemon starts the pod
+    only then (docs/architecture.md, "DRA: binding conditions")."""
     driver = "late.example.com"
     node.start_dra_plugin(driver, 1, "--binding-delay", "3", "--poll-interval", "0.2")
     node.write_manifest("late-class.yaml", gpu_class(driver))
@@ -255,10 +255,7 @@ def test_a_pod_waits_for_its_devices_binding_conditions(node: DRANodeProcesses) 
         return (pod["phase"], ready) if pod["phase"] == "Running" or ready else None
 
     phase, ready = wait_for(decided, "the pod to run or its binding condition to be set")
-    if phase == "Running" and not ready:
-        pytest.skip(
-            "the daemon does not wait for binding conditions yet: the pod ran before its device was ready"
-        )
+    assert ready, f"the pod went {phase} before its device's binding condition was True"
     node.wait_phase("late", "Running")
 
 
