@@ -25,6 +25,7 @@ from kubedevice.resource.model import (
 )
 from kubedevice.resource.quantity import Quantity
 from kubedevice.scheduler.allocator import AllocationRequest, Unschedulable, allocate
+from kubedevice.scheduler.candidate import Candidate
 from kubedevice.scheduler.capacity import (
     AllocatingCapacity,
     consumed_capacity,
@@ -32,7 +33,7 @@ from kubedevice.scheduler.capacity import (
     violates_policy,
 )
 from kubedevice.scheduler.cel import CelSelectors
-from kubedevice.scheduler.search import Candidate, RequestData, Search
+from kubedevice.scheduler.search import RequestData, Search
 from tests.dra_allocator_helpers import GPU, NODE, attr, claim, dev, device_class, match, pool, req, request
 
 ZERO, ONE, TWO, THREE, FOUR = (Quantity.of(n, "BinarySI") for n in range(5))

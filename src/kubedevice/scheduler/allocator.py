@@ -22,10 +22,11 @@ from kubedevice.resource.model import (
     Pool,
 )
 from kubedevice.resource.quantity import Quantity
+from kubedevice.scheduler.candidate import Candidate
 from kubedevice.scheduler.cel import CelSelectors
 from kubedevice.scheduler.config import build_config
+from kubedevice.scheduler.constraints import Constraint, DistinctAttribute, MatchAttribute
 from kubedevice.scheduler.counters import SharedCounters
-from kubedevice.scheduler.distinct import DistinctAttribute
 from kubedevice.scheduler.explain import explain_failure, explain_requests
 from kubedevice.scheduler.explanation import RequestExplanation
 from kubedevice.scheduler.node_selection import allocation_nodes
@@ -35,15 +36,7 @@ from kubedevice.scheduler.request import (
     ClaimToAllocate,
     Unschedulable,
 )
-from kubedevice.scheduler.search import (
-    MAX_RESULTS,
-    Candidate,
-    Constraint,
-    MatchAttribute,
-    RequestData,
-    Search,
-    SearchError,
-)
+from kubedevice.scheduler.search import MAX_RESULTS, RequestData, Search, SearchError
 from kubedevice.scheduler.taints import TaintRules
 
 __all__ = [

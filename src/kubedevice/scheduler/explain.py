@@ -36,19 +36,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kubedevice.resource.model import DeviceID, SelectorCompileError
+from kubedevice.scheduler.candidate import Candidate, lookup_attribute
 from kubedevice.scheduler.cel import CelRuntimeError
-from kubedevice.scheduler.distinct import DistinctAttribute
+from kubedevice.scheduler.constraints import Constraint, DistinctAttribute, MatchAttribute
 from kubedevice.scheduler.explanation import RULES, RequestExplanation, RuledOut
 from kubedevice.scheduler.request import ClaimToAllocate
-from kubedevice.scheduler.search import (
-    Candidate,
-    Constraint,
-    MatchAttribute,
-    RequestData,
-    Search,
-    SearchError,
-    lookup_attribute,
-)
+from kubedevice.scheduler.search import RequestData, Search, SearchError
 
 __all__ = ["CHECKS", "Check", "explain_failure", "explain_requests"]
 

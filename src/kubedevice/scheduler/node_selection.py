@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kubedevice.resource.node_selector import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
-from kubedevice.scheduler.search import Candidate
+from kubedevice.scheduler.candidate import Candidate
 
 __all__ = ["allocation_nodes"]
 

@@ -18,23 +18,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from kubedevice.resource.capacity import ConsumedCapacity
 from kubedevice.resource.model import (
-    AttributeValue,
     DeviceClassDocument,
-    DeviceConstraint,
     DeviceID,
-    ResourceSliceDocument,
     SelectorCompileError,
-    SliceDevice,
 )
 from kubedevice.resource.quantity import Quantity
 from kubedevice.resource.taints import DeviceTaint, DeviceToleration, tolerates
+from kubedevice.scheduler.candidate import Candidate
 from kubedevice.scheduler.capacity import AllocatingCapacity, capacity_fits, consumed_capacity
-from kubedevice.scheduler.cel import CelDevice, CelRuntimeError, CelSelectors
-from kubedevice.scheduler.counters import CounterUse, SharedCounters
+from kubedevice.scheduler.cel import CelRuntimeError, CelSelectors
+from kubedevice.scheduler.constraints import Constraint
+from kubedevice.scheduler.counters import SharedCounters
 
 #: The API's limit on a claim's results (`AllocationResultsMaxSize`).
 MAX_RESULTS = 32
@@ -50,28 +47,6 @@ class SearchError(Exception):
 
 class _MaxSizeExceeded(Exception):
     """A subrequest would take a claim past 32 results: try the next subrequest (upstream's sentinel)."""
-
-
-@dataclass(slots=True)
-class Candidate:
-    """A device of a complete pool, in search order."""
-
-    id: DeviceID
-    device: SliceDevice
-    cel: CelDevice | None = None
-    #: The slice that published it (for the allocation's node selector).
-    slice: ResourceSliceDocument | None = None
-    #: False when its slice selects nodes per device and the device does not serve this node.
-    for_node: bool = True
-    #: Its taints: the driver's, then those of the DeviceTaintRules that select it.
-    taints: tuple[DeviceTaint, ...] = ()
-    #: The shared counters it consumes, resolved to slots of the search's SharedCounters.
-    counter_use: CounterUse = ()
-    #: True when the counters of its pool are overdrawn by allocated devices and it consumes some.
-    counters_overdrawn: bool = False
-
-    def text(self) -> str:
-        return "/".join(self.id)
 
 
 @dataclass(slots=True)
@@ -110,84 +85,6 @@ class Taken:
     candidate: Candidate
     #: A share of a device with allowMultipleAllocations: what it consumes (None: the device is taken whole).
     consumed: ConsumedCapacity | None = None
-
-
-class Constraint(Protocol):
-    """A claim constraint, told of each device taken and given back (upstream's `constraint`)."""
-
-    def add(self, request: str, subrequest: str, candidate: Candidate) -> bool:
-        """Whether the device may be taken; when it may, it now counts."""
-        ...
-
-    def remove(self, request: str, subrequest: str, candidate: Candidate) -> None:
-        """The device, added before, is given back."""
-        ...
-
-
-def constraint_applies(requests: frozenset[str], request: str, subrequest: str) -> bool:
-    """Whether a constraint naming `requests` (none: every request) binds a device of this (sub)request."""
-    if not requests:
-        return True
-    return request in requests or (bool(subrequest) and f"{request}/{subrequest}" in requests)
-
-
-class MatchAttribute:
-    """`matchAttribute`: every device of the named requests has the attribute, and their values meet.
-
-    Set semantics, as upstream's allocator with DRAListTypeAttributes (constraint.go): a value is the set
-    of its elements (a scalar is a set of one), and the devices match while the intersection of their
-    sets is not empty; values of different kinds never meet. For scalars this is "the same type and
-    value". Each device narrows the intersection; giving it back restores the one before (upstream keeps
-    the narrowed one, which can miss an allocation the API's rule allows: see docs/kubelet-map.md).
-    """
-
-    def __init__(self, constraint: DeviceConstraint, attribute: str) -> None:
-        self._requests = frozenset(constraint.requests)
-        self.attribute = attribute
-        #: The intersection after each device added, the last one current.
-        self._sets: list[tuple[str, frozenset[int | bool | str]]] = []
-
-    @property
-    def current(self) -> tuple[str, frozenset[int | bool | str]] | None:
-        """The (kind, values) every device added so far shares; None before the first one."""
-        return self._sets[-1] if self._sets else None
-
-    def meets(self, candidate: Candidate) -> tuple[str, frozenset[int | bool | str]] | None:
-        """The intersection with the candidate added, or None when it cannot be added."""
-        value = lookup_attribute(candidate, self.attribute)
-        if value is None:
-            return None
-        kind, values = value.as_set()
-        if self._sets:
-            kind_now, now = self._sets[-1]
-            values = values & now if kind == kind_now else frozenset()
-            if not values:
-                return None
-        return kind, values
-
-    def add(self, request: str, subrequest: str, candidate: Candidate) -> bool:
-        if not constraint_applies(self._requests, request, subrequest):
-            return True
-        narrowed = self.meets(candidate)
-        if narrowed is None:
-            return False
-        self._sets.append(narrowed)
-        return True
-
-    def remove(self, request: str, subrequest: str, candidate: Candidate) -> None:
-        if constraint_applies(self._requests, request, subrequest):
-            self._sets.pop()
-
-
-def lookup_attribute(candidate: Candidate, name: str) -> AttributeValue | None:
-    """By the full name, or by `<name>` alone when `<domain>` is the device's driver."""
-    attributes = candidate.device.attributes
-    if name in attributes:
-        return attributes[name]
-    domain, sep, short = name.partition("/")
-    if not sep or domain != candidate.id[0]:
-        return None
-    return attributes.get(short)
 
 
 class Search:
