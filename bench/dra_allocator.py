@@ -23,18 +23,15 @@ from bench.common import Figures, Scale, Target
 from bench.pod_latency import percentile
 from kubedevice.resource.capacity import DeviceCapacity
 from kubedevice.resource.model import (
-    AttributeValue,
     DeviceClassDocument,
     DeviceID,
     DeviceRequest,
     ExactDeviceRequest,
     ObjectMeta,
-    Pool,
     ResourceClaimSpec,
-    ResourceSliceDocument,
-    SliceDevice,
 )
 from kubedevice.resource.quantity import Quantity
+from kubedevice.resource.slice_model import AttributeValue, Pool, ResourceSliceDocument, SliceDevice
 from kubedevice.scheduler.allocator import AllocationRequest, ClaimToAllocate, allocate
 from kubedevice.scheduler.cel import CelDevice, CelSelectors
 

@@ -24,17 +24,14 @@ from kubedevice.resource.capacity import (
 from kubedevice.resource.counters import Counter, CounterSet, DeviceCounterConsumption
 from kubedevice.resource.model import (
     AllocationResult,
-    AttributeValue,
     DeviceClassDocument,
     DeviceRequest,
     ExactDeviceRequest,
     ObjectMeta,
-    Pool,
     ResourceClaimSpec,
-    ResourceSliceDocument,
-    SliceDevice,
 )
 from kubedevice.resource.quantity import Quantity
+from kubedevice.resource.slice_model import AttributeValue, Pool, ResourceSliceDocument, SliceDevice
 from kubedevice.scheduler.allocated import AllocatedState
 from kubedevice.scheduler.allocator import AllocationRequest, ClaimToAllocate, allocate
 from kubedevice.scheduler.cel import CelSelectors

@@ -9,7 +9,6 @@ from kubedevice.resource.capacity import ConsumedCapacity, DeviceCapacity
 from kubedevice.resource.counters import CounterSet
 from kubedevice.resource.model import (
     AllocationResult,
-    AttributeValue,
     DeviceClaimConfiguration,
     DeviceClassDocument,
     DeviceConstraint,
@@ -20,12 +19,10 @@ from kubedevice.resource.model import (
     NamespaceDocument,
     ObjectMeta,
     OpaqueConfig,
-    Pool,
     ResourceClaimSpec,
-    ResourceSliceDocument,
-    SliceDevice,
 )
 from kubedevice.resource.quantity import Quantity
+from kubedevice.resource.slice_model import AttributeValue, Pool, ResourceSliceDocument, SliceDevice
 from kubedevice.scheduler.allocator import AllocationRequest, ClaimToAllocate
 
 GPU = "gpu.example.com"

@@ -18,8 +18,8 @@ from kubedevice.resource.model import (
     DeviceClassDocument,
     DRADocuments,
     NamespaceDocument,
-    Pool,
 )
+from kubedevice.resource.slice_model import Pool
 from kubedevice.scheduler.cel import CelSelectors
 from tests.dra_allocator_helpers import NODE
 

@@ -28,11 +28,9 @@ from kubedevice.resource.model import (
     DeviceRequestAllocationResult,
     DeviceTaintRuleDocument,
     ObjectMeta,
-    Pool,
     ResourceClaimSpec,
-    ResourceSliceDocument,
-    SliceDevice,
 )
+from kubedevice.resource.slice_model import Pool, ResourceSliceDocument, SliceDevice
 from kubedevice.resource.taints import DeviceTaint, DeviceTaintSelector, DeviceToleration
 
 GPU = "gpu.example.com"

@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 from kubedevice.resource.capacity import CapacityRequirements
 from kubedevice.resource.counters import Counter, CounterSet, DeviceCounterConsumption
-from kubedevice.resource.model import AttributeValue
 from kubedevice.resource.quantity import Quantity
+from kubedevice.resource.slice_model import AttributeValue
 from kubedevice.scheduler.allocator import Unschedulable, allocate
 from kubedevice.scheduler.cel import CelSelectors
 from tests.dra_allocator_helpers import GPU, NODE, attr, claim, dev, device_class, match, pool, req, request

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from kubedevice.resource.capacity import DeviceCapacity
-from kubedevice.resource.model import AttributeValue, SelectorCompileError, SelectorCompiler, SliceDevice
+from kubedevice.resource.model import SelectorCompileError, SelectorCompiler
 from kubedevice.resource.quantity import Quantity, parse_quantity
+from kubedevice.resource.slice_model import AttributeValue, SliceDevice
 from kubedevice.scheduler.cel import CelDevice, CelRuntimeError, CelSelectors
 from kubedevice.scheduler.semver import parse_semver
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from kubedevice.resource.fields import DocumentError
-from kubedevice.resource.model import AttributeValue, SliceDevice
 from kubedevice.resource.slice_document import parse_slice
+from kubedevice.resource.slice_model import AttributeValue, SliceDevice
 from kubedevice.scheduler.allocator import Unschedulable, allocate
 from kubedevice.scheduler.cel import CelDevice, CelRuntimeError, CelSelectors
 from tests.dra_allocator_helpers import GPU, claim, dev, match, picked, pool, req, request

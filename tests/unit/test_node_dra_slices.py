@@ -9,8 +9,8 @@ import yaml
 
 from kubedevice.controlplane.slice_pools import gather_slices, parse_slice_file, read_slices
 from kubedevice.resource.capacity import DeviceCapacity
-from kubedevice.resource.model import AttributeValue
 from kubedevice.resource.quantity import Quantity
+from kubedevice.resource.slice_model import AttributeValue
 from kubedevice.scheduler.pools import SliceReport
 
 NODE = "node-1"

@@ -11,13 +11,9 @@ import yaml
 
 from kubedevice.resource.claim_json import spec_json
 from kubedevice.resource.documents import DocumentError, read_allocation, read_document
-from kubedevice.resource.model import (
-    AllocationResult,
-    ClaimDocument,
-    DeviceRequestAllocationResult,
-    ResourceSliceDocument,
-)
+from kubedevice.resource.model import AllocationResult, ClaimDocument, DeviceRequestAllocationResult
 from kubedevice.resource.quantity import Quantity
+from kubedevice.resource.slice_model import ResourceSliceDocument
 from kubedevice.scheduler.allocated import AllocatedState
 from kubedevice.scheduler.allocator import AllocationRequest, Unschedulable, allocate
 from kubedevice.scheduler.cel import CelSelectors

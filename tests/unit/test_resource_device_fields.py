@@ -17,10 +17,10 @@ from kubedevice.resource.model import (
     ClaimDocument,
     DeviceRequestAllocationResult,
     DeviceTaintRuleDocument,
-    ResourceSliceDocument,
 )
 from kubedevice.resource.node_selector import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
 from kubedevice.resource.quantity import quantity_nanos
+from kubedevice.resource.slice_model import ResourceSliceDocument
 from kubedevice.resource.taints import DeviceTaint, DeviceToleration
 
 V1 = "resource.k8s.io/v1"

@@ -359,7 +359,8 @@ def test_capacity_rules_out_a_shared_device_too_full_and_shares_are_never_in_use
 
 
 def test_distinct_attribute_on_lists_rules_out_a_device_sharing_a_value(cel: CelSelectors) -> None:
-    from kubedevice.resource.model import AttributeValue, DeviceConstraint
+    from kubedevice.resource.model import DeviceConstraint
+    from kubedevice.resource.slice_model import AttributeValue
 
     roots = [
         dev("gpu-0", {"pcieRoot": AttributeValue("strings", ("pci0", "pci1"))}),

@@ -17,7 +17,7 @@ import pytest
 import kubedevice.scheduler
 from kubedevice.resource.document_file import load_documents
 from kubedevice.resource.documents import DRADocument, read_document
-from kubedevice.resource.model import ResourceSliceDocument
+from kubedevice.resource.slice_model import ResourceSliceDocument
 from kubedevice.scheduler import (
     ADMIN_ACCESS_LABEL,
     AllocationRequest,

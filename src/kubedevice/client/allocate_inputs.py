@@ -31,8 +31,8 @@ from kubedevice.resource.model import (
     DeviceClassDocument,
     DeviceTaintRuleDocument,
     NamespaceDocument,
-    ResourceSliceDocument,
 )
+from kubedevice.resource.slice_model import ResourceSliceDocument
 from kubedevice.scheduler import (
     AllocatedState,
     AllocationRequest,

@@ -43,8 +43,9 @@ from kubedevice.dra.claim_names import pod_claim_names
 from kubedevice.dra.errors import PREPARE_FAILED, DRAError
 from kubedevice.dra.manager import operation_prefix
 from kubedevice.manager.types import Pod
-from kubedevice.resource.model import ClaimDocument, DRADocuments, Pool
+from kubedevice.resource.model import ClaimDocument, DRADocuments
 from kubedevice.resource.pod_claims import PodClaims
+from kubedevice.resource.slice_model import Pool
 from kubedevice.scheduler.allocator import (
     AllocationRequest,
     ClaimToAllocate,

@@ -19,7 +19,7 @@ from typing import Any
 
 from kubedevice.controlplane.slice_pools import read_slices
 from kubedevice.resource.document_file import is_whole_at_creation
-from kubedevice.resource.model import Pool, ResourceSliceDocument
+from kubedevice.resource.slice_model import Pool, ResourceSliceDocument
 from kubedevice.scheduler.pools import SliceReport, SliceScan
 from kubedevice.tasks import cancel_and_wait
 from kubedevice.watch import DirectoryWatch, Mask

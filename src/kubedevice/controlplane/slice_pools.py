@@ -25,9 +25,9 @@ from kubedevice.resource.document_file import (
 )
 from kubedevice.resource.documents import check_kind
 from kubedevice.resource.fields import DocumentError
-from kubedevice.resource.model import ResourceSliceDocument
 from kubedevice.resource.node_labels import node_labels as node_labels_of
 from kubedevice.resource.slice_document import parse_slice
+from kubedevice.resource.slice_model import ResourceSliceDocument
 from kubedevice.scheduler.pools import SliceReport, SliceScan, gather_pools
 from kubedevice.wording import failure_line
 

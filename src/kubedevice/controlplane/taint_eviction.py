@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from kubedevice.resource.model import ClaimDocument, DeviceID, DeviceTaintRuleDocument, Pool
+from kubedevice.resource.model import ClaimDocument, DeviceID, DeviceTaintRuleDocument
+from kubedevice.resource.slice_model import Pool
 from kubedevice.resource.taints import DeviceTaint, tolerates
 
 __all__ = [

@@ -28,13 +28,13 @@ from kubedevice.resource.model import (
     DeviceTaintRuleDocument,
     NamespaceDocument,
     ObjectMeta,
-    ResourceSliceDocument,
     SelectorCompiler,
 )
 from kubedevice.resource.names import is_extended_resource_name, is_uuid
 from kubedevice.resource.node_selector import NODE_NAME_FIELD, NodeSelector
 from kubedevice.resource.node_selector_reader import read_node_selector
 from kubedevice.resource.slice_document import parse_slice
+from kubedevice.resource.slice_model import ResourceSliceDocument
 from kubedevice.resource.taint_reader import read_taint_rule, read_time, read_tolerations
 
 __all__ = [

@@ -21,15 +21,10 @@ from kubedevice.resource.capacity_reader import read_device_capacity
 from kubedevice.resource.counter_reader import read_consumption, read_counter_sets
 from kubedevice.resource.fields import Fields, is_qualified_attribute, shown
 from kubedevice.resource.identity import document_uid
-from kubedevice.resource.model import (
-    LIST_KINDS,
-    AttributeValue,
-    ObjectMeta,
-    ResourceSliceDocument,
-    SliceDevice,
-)
+from kubedevice.resource.model import ObjectMeta
 from kubedevice.resource.names import is_qualified_name
 from kubedevice.resource.node_selector_reader import read_node_selector
+from kubedevice.resource.slice_model import LIST_KINDS, AttributeValue, ResourceSliceDocument, SliceDevice
 from kubedevice.resource.taint_reader import read_taints
 
 #: The API's limits on one slice's devices (`ResourceSliceMaxDevices`; with taints, counters consumed or

@@ -19,9 +19,9 @@ from kubedevice.resource.model import (
     DeviceSubRequest,
     ExactDeviceRequest,
     NamespaceDocument,
-    Pool,
 )
 from kubedevice.resource.quantity import Quantity
+from kubedevice.resource.slice_model import Pool
 from kubedevice.scheduler.candidate import Candidate
 from kubedevice.scheduler.cel import CelSelectors
 from kubedevice.scheduler.config import build_config

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kubedevice.resource.model import AttributeValue, DeviceID, ResourceSliceDocument, SliceDevice
+from kubedevice.resource.model import DeviceID
+from kubedevice.resource.slice_model import AttributeValue, ResourceSliceDocument, SliceDevice
 from kubedevice.resource.taints import DeviceTaint
 from kubedevice.scheduler.cel import CelDevice
 from kubedevice.scheduler.counters import CounterUse

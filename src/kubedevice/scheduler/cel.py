@@ -20,7 +20,8 @@ from typing import Any
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
-from kubedevice.resource.model import SelectorCompileError, SliceDevice
+from kubedevice.resource.model import SelectorCompileError
+from kubedevice.resource.slice_model import SliceDevice
 from kubedevice.scheduler.cel_values import DEVICE_TYPE, QUANTITY_TYPE, SEMVER_TYPE, CelValues
 
 __all__ = ["COST_LIMIT_EXCEEDED", "CelDevice", "CelRuntimeError", "CelSelectors", "SelectorCompileError"]

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Set
 
-from kubedevice.resource.model import DeviceID, Pool, SliceDevice
+from kubedevice.resource.model import DeviceID
+from kubedevice.resource.slice_model import Pool, SliceDevice
 
 __all__ = ["CounterUse", "SharedCounters"]
 

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from kubedevice.resource.counters import CounterSet
-from kubedevice.resource.model import Pool, ResourceSliceDocument
+from kubedevice.resource.slice_model import Pool, ResourceSliceDocument
 
 __all__ = ["SliceReport", "SliceScan", "gather_pools"]
 

@@ -15,11 +15,10 @@ from kubedevice.resource.model import (
     DeviceID,
     DeviceTaintRuleDocument,
     NamespaceDocument,
-    Pool,
     ResourceClaimSpec,
-    ResourceSliceDocument,
 )
 from kubedevice.resource.node_labels import HOSTNAME_LABEL
+from kubedevice.resource.slice_model import Pool, ResourceSliceDocument
 from kubedevice.scheduler.allocated import AllocatedState
 from kubedevice.scheduler.explanation import RequestExplanation
 from kubedevice.scheduler.pools import gather_pools

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kubedevice.resource.model import DeviceTaintRuleDocument, SliceDevice
+from kubedevice.resource.model import DeviceTaintRuleDocument
+from kubedevice.resource.slice_model import SliceDevice
 from kubedevice.resource.taints import DeviceTaint
 
 __all__ = ["TaintRules"]
