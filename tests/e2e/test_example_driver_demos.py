@@ -18,18 +18,21 @@ from typing import Any
 
 import pytest
 
+from kubedevice.resource.quantity import parse_quantity
 from tests.node_dra_helpers import NODE, DRANodeProcesses, dra_node_processes
 from tests.node_helpers import wait_for
 
 DEMOS = Path(__file__).parent.parent / "data" / "dra-example-driver-demos"
 DRIVER = "gpu.example.com"
+#: The example driver's net profile's driver name (its chart's `--set deviceProfile=net`).
+NET_DRIVER = "net.example.com"
 #: The example driver's chart's DeviceClass (deployments/helm/.../deviceclass.yaml), its driver name.
-DEVICE_CLASS = f"""apiVersion: resource.k8s.io/v1
+DEVICE_CLASS = """apiVersion: resource.k8s.io/v1
 kind: DeviceClass
-metadata: {{name: {DRIVER}}}
+metadata: {{name: {driver}}}
 spec:
   selectors:
-  - cel: {{expression: "device.driver == '{DRIVER}'"}}
+  - cel: {{expression: "device.driver == '{driver}'"}}
 """
 EVICTED = ("DeletionByDeviceTaintManager", "Device Taint manager: deleting due to NoExecute taint")
 TAINT = "gpu.example.com/unhealthy=true"
@@ -42,18 +45,19 @@ NS = "basic-resourceclaimtemplate"
 def node() -> Iterator[DRANodeProcesses]:
     for procs in dra_node_processes():
         procs.start_daemon()
-        procs.write_manifest("example-driver-class.yaml", DEVICE_CLASS)
+        for driver in (DRIVER, NET_DRIVER):
+            procs.write_manifest(f"{driver}-class.yaml", DEVICE_CLASS.format(driver=driver))
         yield procs
 
 
 @contextmanager
-def example_driver(node: DRANodeProcesses, gpus: int, *flags: str) -> Iterator[None]:
+def example_driver(node: DRANodeProcesses, gpus: int, *flags: str, driver: str = DRIVER) -> Iterator[None]:
     """The fake as the example driver (`gpu-<i>` devices, pool = node name), stopped at the end."""
-    node.start_dra_plugin(DRIVER, gpus, *flags, "--poll-interval", "0.2")
+    node.start_dra_plugin(driver, gpus, *flags, "--poll-interval", "0.2")
     try:
         yield
     finally:
-        node.stop_dra_plugin(DRIVER)
+        node.stop_dra_plugin(driver)
 
 
 class Demo:
@@ -257,3 +261,19 @@ def test_a_pod_gets_two_gpu_partitions(node: DRANodeProcesses) -> None:
         run.apply(f"{name}.yaml")
         run.wait("pod0", "Running")
         assert run.devices("pod0") == ["gpu-0-partition-0", "gpu-0-partition-1"]
+
+
+def test_two_pods_share_one_nics_bandwidth(node: DRANodeProcesses) -> None:
+    name = "net-consumable-capacity"
+    with example_driver(node, 1, "--net", driver=NET_DRIVER), demo(node, name, name) as run:
+        run.apply(f"{name}.yaml")
+        run.wait("pod0", "Running")
+        run.wait("pod1", "Running")
+        # Both on the one NIC (README: "the same physical NIC index (0)"), each with the bandwidth it asked
+        # for and one virtual function (the request policy's default), which its container's environment
+        # carries (README: NET_DEVICE_0_INGRESS_RATE=10000000000; the fake's names: KUBEDEVICE_SHARE_*).
+        got = [(d, {k: int(parse_quantity(v)) for k, v in c.items()}) for d, c, _ in shares(run)]
+        assert got == [
+            ("nic-0", {"ingressBandwidth": 10 * 10**9, "egressBandwidth": 5 * 10**9, "vfs": 1}),
+            ("nic-0", {"ingressBandwidth": 5 * 10**9, "egressBandwidth": 5 * 10**9, "vfs": 1}),
+        ]
