@@ -50,7 +50,9 @@ status:
     devices:
       results:
       - {{request: gpu, driver: {driver}, pool: {pool}, device: {device}}}
----
+"""
+#: The pod of each manifest, using its claim.
+POD = """---
 apiVersion: v1
 kind: Pod
 metadata:
@@ -80,21 +82,6 @@ spec:
     requests:
     - name: gpu
       exactly: {{deviceClassName: gpu, capacity: {{requests: {{memory: 1Gi, compute: "1"}}}}}}
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: bench-{i:06d}
-  namespace: default
-spec:
-  resourceClaims:
-  - {{name: gpu, resourceClaimName: bench-{i:06d}}}
-  containers:
-  - name: main
-    image: busybox
-    resources:
-      claims:
-      - {{name: gpu}}
 """
 DEVICE_CLASS = f"""apiVersion: resource.k8s.io/v1
 kind: DeviceClass
@@ -107,7 +94,7 @@ spec:
 
 def manifest_text(i: int, device: str) -> str:
     pool, _, name = device.partition("/")
-    return MANIFEST.format(i=i, driver=DRIVER, pool=pool, device=name)
+    return MANIFEST.format(i=i, driver=DRIVER, pool=pool, device=name) + POD.format(i=i)
 
 
 def write_manifests(folder: Path, devices: list[str]) -> None:
@@ -117,7 +104,7 @@ def write_manifests(folder: Path, devices: list[str]) -> None:
 
 def write_shared_manifests(folder: Path, pods: int) -> None:
     for i in range(pods):
-        write_manifest(folder, i, SHARED_MANIFEST.format(i=i))
+        write_manifest(folder, i, SHARED_MANIFEST.format(i=i) + POD.format(i=i))
 
 
 async def measure(pods: int, *, shared: bool = False) -> float:
