@@ -242,6 +242,10 @@ async def test_kubelet_restart_and_sighup_reregister_the_process(plugin_dir: str
             "--health-taint 'bad key:NoExecute': taint bad key:NoExecute: taint.key: Invalid value",
         ),
         (["fake", "--resource", "example.com/fake", "--devices", "2", "--partitions", "2"], "DRA features"),
+        (
+            ["fake", "--driver", "net.example.com", "--devices", "1", "--net", "--shared"],
+            "--net publishes NICs of their own shape — drop --partitions and --shared",
+        ),
         (["paths", "--resource", "example.com/x", "--glob", "relative/*"], "absolute"),
         (["paths", "--resource", "example.com/x", "--glob", "/dev/null", "--count", "0"], "--count"),
         (["no-such-plugin"], "no-such-plugin"),

@@ -184,6 +184,10 @@ async def test_daemon_dra_scenario_runs_claim_pods_beside_device_plugin_pods_at_
         "20 claim pods: per pod",
         "20 device-plugin pods: rate",
         "20 pods: claim rate / device-plugin rate",
+        "20 pods sharing 16 devices by capacity to Running",
+        "20 pods sharing 16 devices by capacity: rate",
+        "20 pods sharing 16 devices by capacity: per pod",
+        "20 pods sharing 16 devices by capacity: rate / one-claim-per-device rate",
     }
     assert all(len(f.samples) == 1 and f.median > 0 for f in figures.values())
 

@@ -143,6 +143,12 @@ def fake(
         help="DRA: devices shared by several claims (allowMultipleAllocations), memory and compute "
         "consumed per claim in steps of 1Gi and 1.",
     ),
+    net: bool = typer.Option(
+        False,
+        "--net",
+        help="DRA: NICs nic-<id> as the dra-example-driver's net profile: shared, ingressBandwidth and "
+        "egressBandwidth of 100G (1G unless a claim asks; 100M to 100G in steps of 1M), 100 vfs, 1 a claim.",
+    ),
     taint: list[str] = typer.Option(
         [],
         "--taint",
@@ -232,7 +238,7 @@ def fake(
         attributes = dict(parse_attribute(a) for a in attribute)
         capacities = dict(parse_capacity(c) for c in capacity)
         taints = tuple(parse_taint(t) for t in taint)
-        shape = DRAShape(partitions, shared, binding_delay)
+        shape = DRAShape(partitions, shared, binding_delay, net)
     except ConfigError as exc:
         _usage_error(str(exc))
     unhealthy_taint = None

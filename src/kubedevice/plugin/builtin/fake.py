@@ -138,13 +138,16 @@ class FakeConfig:
         dra_only = self.shape != DRAShape() or self.taints or self.health_taint is not None
         if dra_only and self.api != "dra":
             raise ConfigError(
-                "--partitions, --shared, --binding-delay, --taint and --health-taint are DRA features — "
-                "use --driver without --resource (or --api dra)"
+                "--partitions, --shared, --net, --binding-delay, --taint and --health-taint are DRA "
+                "features — use --driver without --resource (or --api dra)"
             )
 
     @property
     def prefix(self) -> str:
-        """Device IDs: fake-N, or on DRA <first label of the driver>-N (gpu.example.com: gpu-N)."""
+        """Device IDs: fake-N, or on DRA <first label of the driver>-N (gpu.example.com: gpu-N), or nic-N
+        with `--net` (the example driver's NIC names)."""
+        if self.shape.net:
+            return "nic"
         return self.driver.split(".", 1)[0] if self.driver and self.api != "device-plugin" else "fake"
 
     @property

@@ -5,6 +5,9 @@
   and a full device `<prefix>-<i>-full` consuming all of it: never a full GPU beside one of its partitions;
 - shared devices (`--shared`): `allowMultipleAllocations` with memory and compute capacities whose request
   policy is the example driver's (default the whole, a valid range from 1Gi / 1 in steps of 1Gi / 1);
+- NICs (`--net`): the example driver's net profile, devices `nic-<i>` shared by several claims
+  (`allowMultipleAllocations`), each with `ingressBandwidth` and `egressBandwidth` of 100G (a claim naming
+  no amount takes 1G; 100M to 100G in steps of 1M) and 100 `vfs`, one per claim;
 - taints (`--taint KEY[=VALUE]:EFFECT[@DEVICE]`, and at run time in the health file);
 - binding conditions (`--binding-delay S`): every device has `BindingConditions` and
   `BindingFailureConditions`; the fake watches the allocated claims (`allocated_claims()`, polled with its
@@ -61,6 +64,13 @@ def parse_taint(text: str, flag: str = "--taint") -> tuple[str | None, DeviceTai
     return (device if at else None), taint
 
 
+#: The example driver's net profile: each NIC's bandwidth, either way, and virtual functions (one a claim).
+NIC_BANDWIDTH = DeviceCapacity(
+    "100G", CapacityRequestPolicy(default="1G", valid_range=CapacityRange(min="100M", max="100G", step="1M"))
+)
+NIC_VFS = DeviceCapacity("100", CapacityRequestPolicy(default="1", valid_values=("1",)))
+
+
 def _shared_capacity(value: str, step: str) -> DeviceCapacity:
     return DeviceCapacity(
         value, CapacityRequestPolicy(default=value, valid_range=CapacityRange(min=step, max=value, step=step))
@@ -74,8 +84,12 @@ class DRAShape:
     partitions: int = 0
     shared: bool = False
     binding_delay: float | None = None
+    #: The NICs of the example driver's net profile instead of GPUs.
+    net: bool = False
 
     def __post_init__(self) -> None:
+        if self.net and (self.partitions or self.shared):
+            raise ConfigError("--net publishes NICs of their own shape — drop --partitions and --shared")
         if self.partitions < 0 or self.partitions > GPU_COMPUTE:
             raise ConfigError(f"--partitions must be 0 to {GPU_COMPUTE}, got {self.partitions}")
         if self.binding_delay is not None and self.binding_delay < 0:
@@ -98,6 +112,10 @@ class DRAShape:
     def fields(self, device_id: str) -> dict[str, Any]:
         """The `Device` fields of one device: attributes, capacity and the DRA fields."""
         out: dict[str, Any] = {"attributes": {}, "capacity": {}}
+        if self.net:
+            out["allow_multiple_allocations"] = True
+            bandwidth = {"ingressBandwidth": NIC_BANDWIDTH, "egressBandwidth": NIC_BANDWIDTH}
+            out["capacity"] = {"vfs": NIC_VFS, **bandwidth}
         memory, compute = f"{GPU_MEMORY_GI}Gi", str(GPU_COMPUTE)
         if self.partitions:
             whole = device_id.endswith("-full")
