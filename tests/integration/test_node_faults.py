@@ -24,6 +24,8 @@ import pytest
 from kubedevice.controlplane.plane import ControlPlane
 from kubedevice.node.daemon import NodeConfig, NodeDaemon
 from kubedevice.node.manifest_folder import ManifestFolder
+from kubedevice.node.pod_workers import PodWorkers
+from kubedevice.node.pods import PodRecord
 from tests.integration.fakeplugin import FakePlugin, make_devices
 from tests.node_dra_helpers import DRIVER, GPU_CLASS, NODE, claim_yaml, pod_yaml
 from tests.node_helpers import async_wait_for, pod_manifest, short_tmpdir, slice_yaml
@@ -147,33 +149,33 @@ async def test_a_dra_step_that_raises_is_the_pods_scheduler_error_and_tried_agai
     node: Node, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     fail_once(monkeypatch, ControlPlane, "schedule")
+    # Every reason the pod workers give the pod, in order: the SchedulerError lasts only until the retry
+    # (dra_retry_period), too short for a poll of the pod's status to be sure to see it.
+    reasons: list[tuple[str, str]] = []
+    wait = PodWorkers._wait
+
+    def recorded(
+        self: PodWorkers, record: PodRecord, reason: str, message: str, *rest: Any, **kw: Any
+    ) -> None:
+        if record.pod.name == "p":
+            reasons.append((reason, message))
+        wait(self, record, reason, message, *rest, **kw)
+
+    monkeypatch.setattr(PodWorkers, "_wait", recorded)
     daemon = await node.start(node_name=NODE, dra_retry_period=0.1)
     (daemon.paths.resourceslices / "gpu.yaml").write_text(slice_yaml("s", DRIVER, "gpu-0", node=NODE))
     (daemon.paths.manifests / "p.yaml").write_text(
         "---\n".join([GPU_CLASS, claim_yaml("c", None), pod_yaml("p", "c")])
     )
 
-    def status() -> tuple[str, str, str] | None:
-        record = next((r for r in daemon.pods if r.pod.name == "p"), None)
-        return (record.phase, record.reason, record.message) if record is not None else None
+    def given(wanted: str) -> bool:
+        return any(reason == wanted for reason, _ in reasons)
 
-    seen: list[tuple[str, str, str]] = []
-
-    def reason(wanted: str) -> bool:
-        now = status()
-        if now is not None and (not seen or seen[-1] != now):
-            seen.append(now)
-        return now is not None and now[1] == wanted
-
-    # Polled closely: the retry comes within dra_retry_period.
-    await async_wait_for(lambda: reason("SchedulerError"), "the scheduler's internal error")
-    assert seen[-1] == (
-        "Pending",
-        "SchedulerError",
-        "internal error in the DRA step: RuntimeError: injected fault",
-    )
     # Tried again: scheduled this time, then refused by the DRA manager (no driver registered).
-    await async_wait_for(lambda: reason("FailedPrepareDynamicResources"), "the next try")
-    assert "DRA driver gpu.example.com is not registered" in seen[-1][2] and seen[-1][0] == "Pending"
+    await async_wait_for(lambda: given("FailedPrepareDynamicResources"), "the next try")
+    assert reasons[0] == ("SchedulerError", "internal error in the DRA step: RuntimeError: injected fault")
+    assert [r for r, _ in reasons if r == "SchedulerError"] == ["SchedulerError"]
+    record = next(r for r in daemon.pods if r.pod.name == "p")
+    assert record.phase == "Pending" and "DRA driver gpu.example.com is not registered" in record.message
     waits = [r.getMessage() for r in caplog.records if "internal error" in r.getMessage()]
     assert len(waits) == 1 and all(r.exc_info is None for r in caplog.records if r.levelno > logging.DEBUG)
