@@ -1,5 +1,7 @@
 """Crash consistency of an eviction: the daemon SIGKILLed inside the `pod_state.json` write that records a
-pod the device taint eviction controller evicts (KUBEDEVICE_TEST_POD_STATE_FAULT), at each write stage.
+pod the device taint eviction controller evicts (KUBEDEVICE_TEST_POD_STATE_FAULT), at each write stage; and
+inside the `device_taints.json` write that records when a taint without `timeAdded` was first seen
+(KUBEDEVICE_TEST_TAINT_STATE_FAULT), from which a countdown counts.
 
 The eviction is written before anything is undone. Killed before the rename, the file still says nothing
 of it: the next daemon finds the pod running, its countdown long over, and evicts it. Killed after, the
@@ -12,11 +14,13 @@ from __future__ import annotations
 import json
 import signal
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kubedevice.checkpoint import WRITE_STAGES
-from kubedevice.node.config import POD_STATE_FAULT_ENV
+from kubedevice.node.config import POD_STATE_FAULT_ENV, TAINT_STATE_FAULT_ENV
 from tests.dra_plugin import Device
 from tests.node_dra_helpers import (
     DRIVER,
@@ -89,4 +93,45 @@ def test_sigkill_inside_the_write_of_an_eviction_evicts_it_once(
         (node.paths.manifests / "rule.yaml").unlink()
         (node.paths.manifests / f"{name}.yaml").unlink()
         node.wait_gone(name)
+        assert calls(plugin, "NodeUnprepareResources", name) == 1, stage
+
+
+def test_sigkill_inside_the_write_of_a_taints_first_sighting_never_evicts_early(
+    started: tuple[DRANodeProcesses, PluginThread],
+) -> None:
+    """Killed before the rename, the sighting is lost and the next daemon sees the taint anew: the countdown
+    starts later, never earlier. Killed after, the next daemon counts from the sighting on disk. Either way
+    the pod tolerating the taint for an hour stays Running, and from then on a restart keeps its deadline."""
+    node, plugin = started
+    an_hour = "[{key: example.com/broken, operator: Exists, effect: NoExecute, tolerationSeconds: 3600}]"
+    for n, stage in enumerate(WRITE_STAGES):
+        name = f"t{n}"
+        node.kill_daemon(signal.SIGTERM)
+        _serve(node, env={TAINT_STATE_FAULT_ENV: f"{stage}:1:1"})
+        node.write_manifest(f"{name}.yaml", claim_and_pod(name, tolerations=an_hour))
+        node.wait_phase(name, "Running")
+        device = node.claim(name)["allocation"]["devices"]["results"][0]["device"]
+        node.write_manifest("rule.yaml", rule(device))
+        assert node.daemon is not None and node.daemon.wait(timeout=DEADLINE_S) == -signal.SIGKILL, stage
+        on_disk = node.root / "device_taints.json"
+
+        def sightings(path: Path = on_disk) -> list[Any]:
+            return list(json.loads(path.read_text())["firstSeen"]) if path.exists() else []
+
+        assert len(sightings()) == (1 if stage == "after-rename" else 0), stage
+
+        _serve(node)
+        pending = wait_for(lambda n=name: node.pod(n)["pendingEviction"], f"{name}'s countdown")
+        assert node.pod(name)["phase"] == "Running", stage
+        assert len(sightings()) == 1, stage
+        node.kill_daemon(signal.SIGKILL)
+        _serve(node)
+        node.wait_phase(name, "Running")
+        assert wait_for(lambda n=name: node.pod(n)["pendingEviction"], "the countdown to go on") == pending
+
+        (node.paths.manifests / "rule.yaml").unlink()
+        wait_for(lambda n=name: node.pod(n)["pendingEviction"] is None, "the countdown to be cancelled")
+        (node.paths.manifests / f"{name}.yaml").unlink()
+        node.wait_gone(name)
+        assert calls(plugin, "NodePrepareResources", name) == 1, stage
         assert calls(plugin, "NodeUnprepareResources", name) == 1, stage
