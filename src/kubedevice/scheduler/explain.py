@@ -84,22 +84,19 @@ def _unused(search: Search, data: RequestData, candidate: Candidate) -> bool:
 
 def _free(search: Search, data: RequestData, matching: list[Candidate]) -> tuple[int, str]:
     """How many of the matching devices the request could take, and why the first one it cannot was
-    ruled out (a taint, its shared counters, its capacity), as a suffix of the message."""
+    ruled out (the explanation's rules for a taint, its shared counters, its capacity), as a suffix of the
+    message."""
+    rules = RulePass(search, 0, "")
     free = 0
     why = ""
     for candidate in matching:
-        taint = search.untolerated_taint(data, candidate)
-        if taint is not None:
-            why = (
-                why
-                or f"; {candidate.text()} has the taint {taint.text()}, which the request does not tolerate"
-            )
-        elif not data.admin_access and not search.counters_available(candidate):
-            why = why or f"; {candidate.text()}: the shared counters it consumes are used up"
-        elif not search.capacity_fits(data, candidate):
-            why = why or f"; {candidate.text()}: {_NO_CAPACITY}"
-        else:
+        ruled = _first_of(_DEVICE_RULES, rules, data, candidate)
+        if ruled is None:
             free += 1
+        elif not why:
+            name, text = ruled
+            where = f"{candidate.text()} has the taint" if name == "taint" else f"{candidate.text()}:"
+            why = f"; {where} {text}"
     return free, why
 
 
@@ -237,6 +234,8 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("capacity", _capacity),
     ("constraint", _constraint),
 )
+#: The rules the failure message names the first device of (the others are the message's own counts).
+_DEVICE_RULES = tuple((name, check) for name, check in CHECKS if name in ("taint", "counters", "capacity"))
 
 
 def explain_requests(search: Search, claims: Sequence[ClaimToAllocate]) -> tuple[RequestExplanation, ...]:
@@ -288,7 +287,7 @@ def _explain_one(p: RulePass, data: RequestData) -> tuple[RequestExplanation, li
     request, subrequest = _names(data)
     try:
         for candidate in p.search.candidates:
-            ruled = _first_rule(p, data, candidate)
+            ruled = _first_of(CHECKS, p, data, candidate)
             if ruled is not None:
                 name, detail = ruled
                 counts.setdefault(name, _Tally(candidate.text(), detail)).count += 1
@@ -329,8 +328,11 @@ class _Tally:
     count: int = 0
 
 
-def _first_rule(p: RulePass, data: RequestData, candidate: Candidate) -> tuple[str, str] | None:
-    for name, check in CHECKS:
+def _first_of(
+    rules: Sequence[tuple[str, Check]], p: RulePass, data: RequestData, candidate: Candidate
+) -> tuple[str, str] | None:
+    """The first of `rules` that rules the device out, and what it says; None when it passes them all."""
+    for name, check in rules:
         try:
             why = check(p, data, candidate)
         except Exception as err:  # a rule that fails on a device rules it out, saying why
