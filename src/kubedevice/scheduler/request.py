@@ -18,6 +18,7 @@ from kubedevice.resource.model import (
     ResourceClaimSpec,
 )
 from kubedevice.resource.node_labels import HOSTNAME_LABEL
+from kubedevice.resource.node_labels import node_labels as node_labels_of
 from kubedevice.resource.slice_model import Pool, ResourceSliceDocument
 from kubedevice.scheduler.allocated import AllocatedState
 from kubedevice.scheduler.explanation import RequestExplanation
@@ -134,7 +135,7 @@ class AllocationRequest:
                 )
             else:
                 raise TypeError(f"not a document the scheduler reads: {type(document).__name__}")
-        labels = dict(node_labels) if node_labels is not None else {HOSTNAME_LABEL: node_name}
+        labels = dict(node_labels) if node_labels is not None else node_labels_of(node_name)
         allocated = AllocatedState.gather(allocations, in_use)
         return cls(
             claims=tuple(claims),
