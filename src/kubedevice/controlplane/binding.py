@@ -29,7 +29,7 @@ from kubedevice.controlplane.pod_step import Waiting
 from kubedevice.dra.types import DRAPod
 from kubedevice.resource.device_status import device_conditions
 from kubedevice.resource.model import ClaimDocument, DeviceRequestAllocationResult
-from kubedevice.resource.taint_reader import parse_time
+from kubedevice.resource.times import metav1_time, parse_time
 from kubedevice.scheduler.request import SCHEDULER_ERROR
 from kubedevice.wording import go_quote
 
@@ -86,7 +86,7 @@ class BindingWait:
     def detail(self) -> str:
         said = "; ".join(w.text() for w in self.waits)
         if self.deadline is not None:
-            said += f" (binding times out at {self.deadline.strftime('%Y-%m-%dT%H:%M:%SZ')})"
+            said += f" (binding times out at {metav1_time(self.deadline)})"
         return said
 
 

@@ -50,6 +50,7 @@ from kubedevice.manager.types import Pod
 from kubedevice.resource.model import ClaimDocument, DRADocuments
 from kubedevice.resource.node_labels import node_labels as node_labels_of
 from kubedevice.resource.pod_claims import PodClaims
+from kubedevice.resource.times import metav1_time
 from kubedevice.scheduler.cel import CelSelectors
 from kubedevice.tasks import Signal
 
@@ -217,7 +218,7 @@ class ControlPlane:
             node_name=self.node_name,
             cache=cache,
             selectors=self.selectors,
-            now=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            now=metav1_time(now),
             node_labels=self.node_labels,
         )
         step = dra_step(pod, claims, routes or ExtendedRoutes(), self.store, context)

@@ -29,7 +29,7 @@ from typing import Any
 
 from kubedevice.controlplane.taint_eviction import TrackedTaint
 from kubedevice.durable import GroupCommit, TempNames, remove_stale_temp_files, replace_file
-from kubedevice.resource.taint_reader import parse_time
+from kubedevice.resource.times import metav1_time, parse_time
 
 __all__ = ["TAINT_TIMES_NAME", "TaintTimes"]
 
@@ -40,10 +40,6 @@ _VERSION = 1
 _DEVICE_FIELDS = ("driver", "pool", "device", "taint")
 
 Key = tuple[str, ...]
-
-
-def _stamp(when: datetime) -> str:
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class TaintTimes:
@@ -138,9 +134,9 @@ def _encode(seen: Mapping[Key, datetime]) -> dict[str, Any]:
     entries: list[dict[str, str]] = []
     for key, when in sorted(seen.items()):
         if key[0] == "rule":
-            entries.append({"rule": key[1], "effect": key[2], "time": _stamp(when)})
+            entries.append({"rule": key[1], "effect": key[2], "time": metav1_time(when)})
         else:
-            entries.append({**dict(zip(_DEVICE_FIELDS, key[1:], strict=True)), "time": _stamp(when)})
+            entries.append({**dict(zip(_DEVICE_FIELDS, key[1:], strict=True)), "time": metav1_time(when)})
     return {"version": _VERSION, "firstSeen": entries}
 
 

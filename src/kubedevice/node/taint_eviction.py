@@ -22,7 +22,6 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 from typing import Any
 
 from kubedevice.controlplane.plane import ControlPlane
@@ -44,6 +43,7 @@ from kubedevice.node.metrics import NodeMetrics
 from kubedevice.node.pod_restore import pod_name
 from kubedevice.node.pods import PodRecord, PodTable
 from kubedevice.resource.model import ClaimDocument, DeviceTaintRuleDocument
+from kubedevice.resource.times import metav1_time
 from kubedevice.tasks import Signal, cancel_and_wait, wait_any
 
 __all__ = ["TaintEvictionController"]
@@ -54,10 +54,6 @@ log = logging.getLogger("kubedevice.node.daemon")
 _MAX_SLEEP_S = 60.0
 
 Evict = Callable[[PodRecord, str, str], Awaitable[bool]]
-
-
-def _stamp(when: datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class TaintEvictionController:
@@ -128,14 +124,14 @@ class TaintEvictionController:
             if record is None:
                 continue
             if uid not in self.pending or self.pending[uid][1] != eviction:
-                when = _stamp(eviction.when)
+                when = metav1_time(eviction.when)
                 log.info("pod %s will be evicted at %s: %s", pod_name(record.pod), when, eviction.text())
             left = (eviction.when - now).total_seconds()
             if left > 0:
                 delay = min(delay, left)
                 continue
             del pending[uid]
-            if await self._evict(record, f"evicted for the taint {eviction.text()}", _stamp(now)):
+            if await self._evict(record, f"evicted for the taint {eviction.text()}", metav1_time(now)):
                 self._metrics.pod_deletions.inc()
                 self._metrics.pod_deletion_duration.observe(-left)
                 self._evicted.update(eviction.rule_uids())
@@ -178,7 +174,7 @@ class TaintEvictionController:
     def pod_views(self) -> dict[str, dict[str, Any]]:
         """pod UID -> its pending eviction: `{"at": <RFC 3339>, "taints": [...]}`."""
         return {
-            uid: {"at": _stamp(e.when), "taints": [r.text() for r in e.reasons]}
+            uid: {"at": metav1_time(e.when), "taints": [r.text() for r in e.reasons]}
             for uid, (_, e) in self.pending.items()
         }
 
@@ -187,7 +183,7 @@ class TaintEvictionController:
         control = self._control
         rules = sorted(control.documents.taint_rules.values(), key=lambda r: r.meta.name)
         by_rule = pods_by_rule(self.pending)
-        now = _stamp(control.clock())
+        now = metav1_time(control.clock())
         out = []
         for rule in rules:
             uid = rule.meta.uid

@@ -10,13 +10,12 @@ limits, allocated devices) is `device_status_rules`.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from kubedevice.resource.field_errors import path
+from kubedevice.resource.times import metav1_time, parse_time
 from kubedevice.wording import go_quote
 
 __all__ = [
@@ -37,7 +36,6 @@ DeviceStatusKey = tuple[str, str, str, str]
 
 #: metav1.Time's zero value as it is written: a condition with it has no lastTransitionTime.
 ZERO_TIME = "0001-01-01T00:00:00Z"
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,11 +224,12 @@ def _json_type(value: Any) -> str:
 
 def _parse_time(text: str) -> str | None:
     """An RFC 3339 time in UTC to the second (metav1.Time's form), or None."""
-    if _RFC3339.fullmatch(text) is None:
+    parsed = parse_time(text)
+    if parsed is None:
         return None
     try:
-        return datetime.fromisoformat(text).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except (ValueError, OverflowError):
+        return metav1_time(parsed)
+    except OverflowError:  # a time near year 1 with an offset that leaves the calendar in UTC
         return None
 
 

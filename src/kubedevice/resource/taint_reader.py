@@ -4,9 +4,7 @@ requests and DeviceTaintRule documents, checked as the API server checks them (`
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 from kubedevice.resource.fields import Fields, shown
@@ -19,11 +17,11 @@ from kubedevice.resource.taints import (
     DeviceTaintSelector,
     DeviceToleration,
 )
+from kubedevice.resource.times import parse_time
 
 __all__ = [
     "MAX_TAINTS",
     "MAX_TOLERATIONS",
-    "parse_time",
     "read_taint_rule",
     "read_taints",
     "read_time",
@@ -34,7 +32,6 @@ __all__ = [
 MAX_TAINTS = 16
 MAX_TOLERATIONS = 16
 # metav1.Time: RFC 3339, seconds optionally with a fraction, `Z` or an offset.
-_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})")
 # Fields a 1.33/1.34 rule could have, dropped since 1.35: a rule using one would taint other devices here.
 _REMOVED_SELECTOR_FIELDS = ("deviceClassName", "selectors")
 
@@ -161,13 +158,3 @@ def read_time(f: Fields, value: Any, path: str) -> str | None:
     if parse_time(text) is None:
         raise f.error(path, f"{shown(text)} is not an RFC 3339 time (e.g. 2025-01-02T15:04:05Z)")
     return text
-
-
-def parse_time(text: str) -> datetime | None:
-    """An RFC 3339 time as an aware datetime, or None when `text` is not one."""
-    if _TIME.fullmatch(text) is None:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None

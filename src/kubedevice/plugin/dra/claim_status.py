@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubedevice.plugin.dra.backend_api import ClaimStatusError, ClaimStatusSink, DRABackend
-from kubedevice.plugin.dra.device_model import rfc3339
 from kubedevice.plugin.dra.model import AllocatedDevice, ClaimRef
 from kubedevice.resource.device_status import (
     AllocatedDeviceStatus,
@@ -27,6 +26,7 @@ from kubedevice.resource.device_status import (
     StatusDecodeError,
     read_device_statuses,
 )
+from kubedevice.resource.times import metav1_time
 
 #: The reason of a condition given none: the API server refuses a condition without one.
 DEFAULT_REASON = "Reported"
@@ -55,7 +55,7 @@ class ClaimStatusWriter:
         `network_data`; what is None stays as it was reported."""
         if not isinstance(self.backend, ClaimStatusSink):
             raise ClaimStatusError(f"{type(self.backend).__name__} cannot write a claim's status")
-        now = rfc3339(self.now())
+        now = metav1_time(self.now())
 
         def entries(claim: dict[str, Any]) -> list[dict[str, Any]]:
             ours = self._entries(claim, ref, device)

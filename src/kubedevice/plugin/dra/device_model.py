@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 from kubedevice.resource.capacity_rules import validate_capacity
@@ -22,6 +22,7 @@ from kubedevice.resource.device_rules import (
 )
 from kubedevice.resource.field_errors import FieldError
 from kubedevice.resource.taints import DeviceTaint as ResourceTaint
+from kubedevice.resource.times import metav1_time
 
 __all__ = [
     "CapacityRange",
@@ -31,7 +32,6 @@ __all__ = [
     "DeviceCounterConsumption",
     "DeviceTaint",
     "TaintEffect",
-    "rfc3339",
 ]
 
 #: What a taint does to claims that do not tolerate it: NoSchedule keeps new allocations off the device,
@@ -43,11 +43,6 @@ def refuse(what: str, errors: Sequence[FieldError]) -> None:
     """Raise ValueError naming `what` and each refusal, when there is any."""
     if errors:
         raise ValueError(f"{what}: " + "; ".join(str(e) for e in errors))
-
-
-def rfc3339(moment: datetime) -> str:
-    """metav1.Time's text: UTC, to the second."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -80,7 +75,7 @@ class DeviceTaint:
 
     def to_json(self) -> dict[str, Any]:
         """The taint as resource.k8s.io/v1 writes it."""
-        added = rfc3339(self.time_added) if self.time_added is not None else None
+        added = metav1_time(self.time_added) if self.time_added is not None else None
         return ResourceTaint(self.key, self.effect, self.value, added).to_json()
 
 

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from kubedevice.plugin.dra.backend_api import PublishedDevice
-from kubedevice.plugin.dra.device_model import CounterSet, DeviceCapacity, rfc3339
+from kubedevice.plugin.dra.device_model import CounterSet, DeviceCapacity
 from kubedevice.resource.quantity import parse_quantity
 from kubedevice.resource.slice_rules import (
     MAX_COUNTER_SETS,
@@ -27,6 +27,7 @@ from kubedevice.resource.slice_rules import (
     validate_device,
     validate_pool,
 )
+from kubedevice.resource.times import metav1_time
 
 API_VERSION = "resource.k8s.io/v1"
 KIND = "ResourceSlice"
@@ -292,7 +293,7 @@ def _canonical(value: Any, key: str) -> Any:
             return ("unreadable", value)  # never equal to what is published, so it is replaced
     if key == "timeAdded" and isinstance(value, str):
         try:
-            return ("time", rfc3339(datetime.fromisoformat(value)))
+            return ("time", metav1_time(datetime.fromisoformat(value)))
         except ValueError:
             return ("unreadable", value)
     return value
